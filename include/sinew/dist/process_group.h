@@ -1,0 +1,152 @@
+// ProcessGroup: the collective contract every backend (sinew, gloo, mpi)
+// implements. Every operation is asynchronous and returns a Work.
+//
+// The public methods validate arguments and handle strided tensors (packed
+// to contiguous scratch and unpacked on completion); backends implement the
+// protected `do_*` methods on contiguous tensors only.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sinew/core/deadline.h"
+#include "sinew/dist/reduce_op.h"
+#include "sinew/dist/store.h"
+#include "sinew/dist/work.h"
+#include "sinew/tensor/tensor_view.h"
+
+namespace sinew::dist {
+
+struct P2POp {
+  enum class Kind { kSend, kRecv } kind;
+  TensorView tensor;
+  int peer;
+  int tag = 0;
+};
+
+class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
+ public:
+  ProcessGroup(int rank, int size, std::string name, Millis timeout);
+  virtual ~ProcessGroup();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }
+  Millis timeout() const { return timeout_; }
+  virtual std::string backend_name() const = 0;
+
+  // Collectives. Tensors are the caller's; keep them alive until the Work
+  // completes.
+  WorkPtr allreduce(const TensorView& tensor, const ReduceOp& op = {});
+  WorkPtr broadcast(const TensorView& tensor, int root);
+  WorkPtr reduce(const TensorView& tensor, int root, const ReduceOp& op = {});
+  // List form: outputs[r] receives rank r's input.
+  WorkPtr allgather(const std::vector<TensorView>& outputs, const TensorView& input);
+  // Into one tensor of size() * input.numel() elements.
+  WorkPtr allgather_into_tensor(const TensorView& output, const TensorView& input);
+  // outputs is used on the root only (size() tensors).
+  WorkPtr gather(const std::vector<TensorView>& outputs, const TensorView& input, int root);
+  // inputs is used on the root only (size() tensors).
+  WorkPtr scatter(const TensorView& output, const std::vector<TensorView>& inputs, int root);
+  // List form: inputs[r] is reduced into rank r's output.
+  WorkPtr reduce_scatter(const TensorView& output, const std::vector<TensorView>& inputs,
+                         const ReduceOp& op = {});
+  // input has size() * output.numel() elements.
+  WorkPtr reduce_scatter_tensor(const TensorView& output, const TensorView& input,
+                                const ReduceOp& op = {});
+  // Even split: input and output have size() equal blocks along the flat order.
+  WorkPtr all_to_all(const TensorView& output, const TensorView& input);
+  // Uneven split: element counts per peer (the sizes along dim 0 in PyTorch,
+  // here in elements). Empty split lists mean an even split.
+  WorkPtr all_to_all_v(const TensorView& output, const TensorView& input,
+                       const std::vector<int64_t>& output_split_sizes,
+                       const std::vector<int64_t>& input_split_sizes);
+  WorkPtr barrier();
+  WorkPtr send(const TensorView& tensor, int dst, int tag = 0);
+  WorkPtr recv(const TensorView& tensor, int src, int tag = 0);
+  // All sends and receives progress together (no ordering deadlock).
+  WorkPtr batch_isend_irecv(const std::vector<P2POp>& ops);
+
+  // Eagerly creates the subgroup of ranks with the same color, ordered by
+  // (key, rank). Every rank must call it; color < 0 returns nullptr.
+  std::shared_ptr<ProcessGroup> split(int color, int key);
+  // Every rank must call it; ranks outside `ranks` get nullptr.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
+
+  // Unblocks every pending and later operation with AbortedError within
+  // 100 ms. Callable from any thread; never kills the process.
+  virtual void abort(const std::string& reason = "abort() called") = 0;
+  bool aborted() const { return aborted_.load(); }
+  // Non-blocking init: Ok while connecting or connected, the error if init
+  // failed.
+  virtual Status init_status() const = 0;
+  // Blocks until init has finished (or failed; then throws).
+  virtual void wait_ready(Deadline deadline) = 0;
+
+ protected:
+  // Contiguous-only implementations. Validation already happened; `work` was
+  // created by the caller (with any finalizers attached) and the backend must
+  // complete it exactly once, from any thread.
+  virtual void do_allreduce(const WorkPtr& work, const TensorView& t, const ReduceOp& op) = 0;
+  virtual void do_broadcast(const WorkPtr& work, const TensorView& t, int root) = 0;
+  virtual void do_reduce(const WorkPtr& work, const TensorView& t, int root, const ReduceOp& op) = 0;
+  // out has size() * in.numel() elements.
+  virtual void do_allgather(const WorkPtr& work, const TensorView& out, const TensorView& in) = 0;
+  // out holds size() blocks on the root; on other ranks it is an empty view.
+  virtual void do_gather(const WorkPtr& work, const TensorView& out, const TensorView& in, int root) = 0;
+  // in holds size() blocks on the root; on other ranks it is an empty view.
+  virtual void do_scatter(const WorkPtr& work, const TensorView& out, const TensorView& in, int root) = 0;
+  // in has size() * out.numel() elements.
+  virtual void do_reduce_scatter(const WorkPtr& work, const TensorView& out, const TensorView& in,
+                                 const ReduceOp& op) = 0;
+  // Splits are in elements, one per rank, summing to out/in numel.
+  virtual void do_all_to_all(const WorkPtr& work, const TensorView& out, const TensorView& in,
+                             const std::vector<int64_t>& out_splits,
+                             const std::vector<int64_t>& in_splits) = 0;
+  virtual void do_barrier(const WorkPtr& work) = 0;
+  // Tensors are contiguous.
+  virtual void do_batch_p2p(const WorkPtr& work, const std::vector<P2POp>& ops) = 0;
+  // Builds the subgroup of `ranks` (this rank is ranks[new_rank]). Called on
+  // member ranks only, after all ranks agreed on the membership. `tag` is the
+  // same on every member and unique per subgroup creation.
+  virtual std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, int new_rank,
+                                                      const std::string& tag) = 0;
+
+  std::atomic<bool> aborted_{false};
+
+ private:
+  WorkPtr new_work(const char* op, bool p2p = false);
+  uint64_t coll_seq_ = 0;
+  uint64_t p2p_seq_ = 0;
+  int rank_;
+  int size_;
+  std::string name_;
+  Millis timeout_;
+  uint64_t subgroup_counter_ = 0;
+};
+
+using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+struct GroupOptions {
+  std::string backend = "sinew";  // sinew | gloo | mpi
+  StorePtr store;                 // not needed by mpi
+  int rank = -1;
+  int size = -1;
+  std::string name = "default";
+  Millis timeout{600'000};
+  // sinew backend: auto (shared memory on one host, UCX between hosts), shm, ucx.
+  std::string transport = "auto";
+};
+
+// Creates a group; init (rendezvous, connections) continues in the
+// background and ops queue until it is ready.
+ProcessGroupPtr create_process_group(const GroupOptions& options);
+
+using BackendFactory = ProcessGroupPtr (*)(const GroupOptions&);
+void register_backend(const std::string& name, BackendFactory factory);
+std::vector<std::string> available_backends();
+
+}  // namespace sinew::dist

@@ -1,0 +1,71 @@
+// Work: the handle every asynchronous operation returns.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sinew/core/deadline.h"
+#include "sinew/core/error.h"
+
+namespace sinew::dist {
+
+class Work {
+ public:
+  using Callback = std::function<void(const Status&)>;
+
+  // `default_deadline` is what wait() uses when given none (the group timeout
+  // counted from when the op was issued).
+  Work(std::string op_name, uint64_t seq, Deadline default_deadline);
+  virtual ~Work() = default;
+
+  // Waits for completion. Returns normally on success; throws the op's error
+  // (PeerLostError, AbortedError, InvalidArgument, ...) on failure, and
+  // TimeoutError naming the op if the deadline passes first.
+  void wait();
+  void wait(Deadline deadline);
+  // Like wait but returns the status instead of throwing; a passed deadline
+  // gives a Timeout status and leaves the op running.
+  Status wait_status(Deadline deadline);
+
+  bool is_completed() const { return completed_.load(std::memory_order_acquire); }
+  bool is_success() const;
+  // The error, or Ok while running or on success.
+  Status status() const;
+  // Runs `cb` once, on completion (immediately if already complete), on the
+  // thread that completes the work. Callbacks must not block.
+  void on_complete(Callback cb);
+
+  const std::string& op_name() const { return op_name_; }
+  uint64_t seq() const { return seq_; }
+
+  // --- for backends ---------------------------------------------------------
+  // Runs before waiters see completion (e.g. unpack a strided output).
+  void add_finalizer(std::function<void()> f);
+  // Completes the work; later calls are ignored.
+  void complete(Status status);
+  static std::shared_ptr<Work> completed(std::string op_name, uint64_t seq, Status status = {});
+
+ private:
+  std::string op_name_;
+  uint64_t seq_;
+  Deadline default_deadline_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> completed_{false};
+  bool completing_ = false;
+  Status status_;
+  std::vector<Callback> callbacks_;
+  std::vector<std::function<void()>> finalizers_;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+// Waits for every work; throws the first error.
+void wait_all(const std::vector<WorkPtr>& works, Deadline deadline = Deadline::never());
+
+}  // namespace sinew::dist

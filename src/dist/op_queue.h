@@ -1,0 +1,63 @@
+// A worker thread that runs a group's operations in issue order, so every
+// backend gets asynchronous Work the same way. Internal to dist.
+//
+// Errors are values here: a task's exception is caught and recorded on its
+// Work; nothing throws across the worker thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "sinew/dist/work.h"
+
+namespace sinew::dist {
+
+class OpQueue {
+ public:
+  using Task = std::function<void()>;  // throws on failure
+
+  explicit OpQueue(std::string name);
+  ~OpQueue();  // aborts what is pending, then joins the worker
+  OpQueue(const OpQueue&) = delete;
+  OpQueue& operator=(const OpQueue&) = delete;
+
+  // Queues `task`; the worker runs it and completes `work` with its outcome.
+  // After abort(), the work completes at once with the abort status.
+  void post(WorkPtr work, Task task);
+  // Queues the group's init step (rendezvous, connections): ops posted after
+  // it wait behind it, and if it fails they all fail with its error.
+  void post_init(Task task);
+
+  // Completes every queued and running work with `status` (Aborted) now; the
+  // running task keeps going until the backend notices and returns.
+  void abort(const Status& status);
+  bool idle() const;
+  // The init step's outcome (Ok while it runs).
+  Status init_status() const;
+  bool init_done() const;
+  void wait_init(Deadline deadline) const;
+
+ private:
+  void loop();
+  struct Item {
+    WorkPtr work;
+    Task task;
+    bool is_init = false;
+  };
+  std::string name_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::deque<Item> items_;
+  WorkPtr running_;
+  bool stop_ = false;
+  Status abort_status_;
+  Status init_status_;
+  bool init_done_ = true;
+  std::thread thread_;
+};
+
+}  // namespace sinew::dist

@@ -1,0 +1,407 @@
+#include "sinew/dist/process_group.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <set>
+
+#include "sinew/core/check.h"
+#include "sinew/core/log.h"
+
+namespace sinew::dist {
+namespace {
+
+void check_cpu(const TensorView& t, const char* arg) {
+  SINEW_ARG_CHECK(t.device().type == DeviceType::kCPU, arg, t.to_string(), "a CPU tensor");
+}
+
+void check_root(int root, int size) {
+  SINEW_ARG_CHECK(root >= 0 && root < size, "root", root, fmt::format("a rank in [0, {})", size));
+}
+
+void check_peer(int peer, int size, int self, const char* arg) {
+  SINEW_ARG_CHECK(peer >= 0 && peer < size, arg, peer, fmt::format("a rank in [0, {})", size));
+  SINEW_ARG_CHECK(peer != self, arg, peer, fmt::format("a rank other than this rank ({})", self));
+}
+
+void check_same_dtype(const TensorView& a, const TensorView& b, const char* what) {
+  SINEW_ARG_CHECK(a.dtype() == b.dtype(), what, dtype_name(b.dtype()),
+                  fmt::format("dtype {} (as the input)", dtype_name(a.dtype())));
+}
+
+// A contiguous stand-in for a possibly strided view: the original if it is
+// contiguous, else a scratch copy that is unpacked back into the original by
+// a finalizer on the work.
+struct Staged {
+  TensorView view;
+  std::shared_ptr<std::vector<uint8_t>> scratch;
+};
+
+Staged stage(const TensorView& t, bool copy_in) {
+  if (t.is_contiguous()) return {t, nullptr};
+  auto buf = std::make_shared<std::vector<uint8_t>>(t.nbytes());
+  if (copy_in) t.copy_to_contiguous(buf->data());
+  return {TensorView::flat(buf->data(), t.dtype(), t.numel()), buf};
+}
+
+void unstage_on_complete(const WorkPtr& work, const TensorView& original, const Staged& s) {
+  if (!s.scratch) return;
+  auto scratch = s.scratch;
+  work->add_finalizer([original, scratch] { original.copy_from_contiguous(scratch->data()); });
+}
+
+void keep_alive(const WorkPtr& work, const Staged& s) {
+  if (!s.scratch) return;
+  auto scratch = s.scratch;
+  work->add_finalizer([scratch] {});
+}
+
+// Concatenates a list of equally sized tensors into one scratch buffer view.
+Staged concat(const std::vector<TensorView>& list, DType dtype, int64_t per, bool copy_in) {
+  auto buf = std::make_shared<std::vector<uint8_t>>(list.size() * per * dtype_size(dtype));
+  if (copy_in) {
+    size_t off = 0;
+    for (const auto& t : list) {
+      t.copy_to_contiguous(buf->data() + off);
+      off += t.nbytes();
+    }
+  }
+  return {TensorView::flat(buf->data(), dtype, static_cast<int64_t>(list.size()) * per), buf};
+}
+
+void check_list(const std::vector<TensorView>& list, int size, const TensorView& ref, const char* arg) {
+  SINEW_ARG_CHECK(static_cast<int>(list.size()) == size, arg, fmt::format("{} tensors", list.size()),
+                  fmt::format("{} tensors (one per rank)", size));
+  for (size_t i = 0; i < list.size(); ++i) {
+    check_cpu(list[i], arg);
+    SINEW_ARG_CHECK(list[i].dtype() == ref.dtype(), fmt::format("{}[{}].dtype", arg, i),
+                    dtype_name(list[i].dtype()), dtype_name(ref.dtype()));
+    SINEW_ARG_CHECK(list[i].numel() == ref.numel(), fmt::format("{}[{}].numel", arg, i),
+                    list[i].numel(), fmt::format("{} elements (as the input)", ref.numel()));
+  }
+}
+
+std::mutex& backends_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, BackendFactory>& backends() {
+  static std::map<std::string, BackendFactory> b;
+  return b;
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(int rank, int size, std::string name, Millis timeout)
+    : rank_(rank), size_(size), name_(std::move(name)), timeout_(timeout) {
+  SINEW_ARG_CHECK(size >= 1, "size", size, "a world size >= 1");
+  SINEW_ARG_CHECK(rank >= 0 && rank < size, "rank", rank, fmt::format("a rank in [0, {})", size));
+  SINEW_ARG_CHECK(timeout.count() > 0, "timeout", fmt::format("{} ms", timeout.count()), "> 0 ms");
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+WorkPtr ProcessGroup::new_work(const char* op, bool p2p) {
+  uint64_t seq = p2p ? ++p2p_seq_ : ++coll_seq_;
+  return std::make_shared<Work>(op, seq, Deadline::after(timeout_));
+}
+
+WorkPtr ProcessGroup::allreduce(const TensorView& t, const ReduceOp& op) {
+  check_cpu(t, "tensor");
+  check_reduce_op(op, t.dtype());
+  auto work = new_work("allreduce");
+  Staged s = stage(t, true);
+  unstage_on_complete(work, t, s);
+  do_allreduce(work, s.view, op);
+  return work;
+}
+
+WorkPtr ProcessGroup::broadcast(const TensorView& t, int root) {
+  check_cpu(t, "tensor");
+  check_root(root, size_);
+  auto work = new_work("broadcast");
+  Staged s = stage(t, rank_ == root);
+  unstage_on_complete(work, t, s);
+  do_broadcast(work, s.view, root);
+  return work;
+}
+
+WorkPtr ProcessGroup::reduce(const TensorView& t, int root, const ReduceOp& op) {
+  check_cpu(t, "tensor");
+  check_root(root, size_);
+  check_reduce_op(op, t.dtype());
+  auto work = new_work("reduce");
+  Staged s = stage(t, true);
+  if (rank_ == root) unstage_on_complete(work, t, s);
+  else keep_alive(work, s);
+  do_reduce(work, s.view, root, op);
+  return work;
+}
+
+WorkPtr ProcessGroup::allgather(const std::vector<TensorView>& outputs, const TensorView& input) {
+  check_cpu(input, "input");
+  check_list(outputs, size_, input, "outputs");
+  auto work = new_work("allgather");
+  Staged in = stage(input, true);
+  keep_alive(work, in);
+  Staged out = concat(outputs, input.dtype(), input.numel(), false);
+  auto scratch = out.scratch;
+  work->add_finalizer([outputs, scratch] {
+    size_t off = 0;
+    for (const auto& t : outputs) {
+      t.copy_from_contiguous(scratch->data() + off);
+      off += t.nbytes();
+    }
+  });
+  do_allgather(work, out.view, in.view);
+  return work;
+}
+
+WorkPtr ProcessGroup::allgather_into_tensor(const TensorView& output, const TensorView& input) {
+  check_cpu(input, "input");
+  check_cpu(output, "output");
+  check_same_dtype(input, output, "output.dtype");
+  SINEW_ARG_CHECK(output.numel() == input.numel() * size_, "output.numel", output.numel(),
+                  fmt::format("{} (world size {} x input numel {})", input.numel() * size_, size_,
+                              input.numel()));
+  auto work = new_work("allgather_into_tensor");
+  Staged in = stage(input, true);
+  keep_alive(work, in);
+  Staged out = stage(output, false);
+  unstage_on_complete(work, output, out);
+  do_allgather(work, out.view, in.view);
+  return work;
+}
+
+WorkPtr ProcessGroup::gather(const std::vector<TensorView>& outputs, const TensorView& input, int root) {
+  check_cpu(input, "input");
+  check_root(root, size_);
+  if (rank_ == root) check_list(outputs, size_, input, "outputs");
+  auto work = new_work("gather");
+  Staged in = stage(input, true);
+  keep_alive(work, in);
+  TensorView outv;
+  if (rank_ == root) {
+    Staged out = concat(outputs, input.dtype(), input.numel(), false);
+    auto scratch = out.scratch;
+    work->add_finalizer([outputs, scratch] {
+      size_t off = 0;
+      for (const auto& t : outputs) {
+        t.copy_from_contiguous(scratch->data() + off);
+        off += t.nbytes();
+      }
+    });
+    outv = out.view;
+  }
+  do_gather(work, outv, in.view, root);
+  return work;
+}
+
+WorkPtr ProcessGroup::scatter(const TensorView& output, const std::vector<TensorView>& inputs, int root) {
+  check_cpu(output, "output");
+  check_root(root, size_);
+  if (rank_ == root) check_list(inputs, size_, output, "inputs");
+  auto work = new_work("scatter");
+  Staged out = stage(output, false);
+  unstage_on_complete(work, output, out);
+  TensorView inv;
+  if (rank_ == root) {
+    Staged in = concat(inputs, output.dtype(), output.numel(), true);
+    keep_alive(work, in);
+    inv = in.view;
+  }
+  do_scatter(work, out.view, inv, root);
+  return work;
+}
+
+WorkPtr ProcessGroup::reduce_scatter(const TensorView& output, const std::vector<TensorView>& inputs,
+                                     const ReduceOp& op) {
+  check_cpu(output, "output");
+  check_reduce_op(op, output.dtype());
+  check_list(inputs, size_, output, "inputs");
+  auto work = new_work("reduce_scatter");
+  Staged in = concat(inputs, output.dtype(), output.numel(), true);
+  keep_alive(work, in);
+  Staged out = stage(output, false);
+  unstage_on_complete(work, output, out);
+  do_reduce_scatter(work, out.view, in.view, op);
+  return work;
+}
+
+WorkPtr ProcessGroup::reduce_scatter_tensor(const TensorView& output, const TensorView& input,
+                                            const ReduceOp& op) {
+  check_cpu(output, "output");
+  check_cpu(input, "input");
+  check_same_dtype(input, output, "output.dtype");
+  check_reduce_op(op, output.dtype());
+  SINEW_ARG_CHECK(input.numel() == output.numel() * size_, "input.numel", input.numel(),
+                  fmt::format("{} (world size {} x output numel {})", output.numel() * size_, size_,
+                              output.numel()));
+  auto work = new_work("reduce_scatter_tensor");
+  Staged in = stage(input, true);
+  keep_alive(work, in);
+  Staged out = stage(output, false);
+  unstage_on_complete(work, output, out);
+  do_reduce_scatter(work, out.view, in.view, op);
+  return work;
+}
+
+WorkPtr ProcessGroup::all_to_all(const TensorView& output, const TensorView& input) {
+  return all_to_all_v(output, input, {}, {});
+}
+
+WorkPtr ProcessGroup::all_to_all_v(const TensorView& output, const TensorView& input,
+                                   const std::vector<int64_t>& output_split_sizes,
+                                   const std::vector<int64_t>& input_split_sizes) {
+  check_cpu(output, "output");
+  check_cpu(input, "input");
+  check_same_dtype(input, output, "output.dtype");
+  auto splits = [&](const std::vector<int64_t>& given, const TensorView& t, const char* arg) {
+    if (given.empty()) {
+      SINEW_ARG_CHECK(t.numel() % size_ == 0, fmt::format("{}.numel", arg), t.numel(),
+                      fmt::format("a multiple of the world size {} for an even split (or pass split sizes)", size_));
+      return std::vector<int64_t>(size_, t.numel() / size_);
+    }
+    SINEW_ARG_CHECK(static_cast<int>(given.size()) == size_, fmt::format("{}_split_sizes", arg),
+                    fmt::format("{}", given), fmt::format("{} entries (one per rank)", size_));
+    int64_t sum = 0;
+    for (auto v : given) {
+      SINEW_ARG_CHECK(v >= 0, fmt::format("{}_split_sizes", arg), fmt::format("{}", given),
+                      "non-negative sizes");
+      sum += v;
+    }
+    SINEW_ARG_CHECK(sum == t.numel(), fmt::format("{}_split_sizes", arg), fmt::format("{} (sum {})", given, sum),
+                    fmt::format("sizes summing to {}.numel() = {}", arg, t.numel()));
+    return given;
+  };
+  auto out_splits = splits(output_split_sizes, output, "output");
+  auto in_splits = splits(input_split_sizes, input, "input");
+  auto work = new_work(output_split_sizes.empty() && input_split_sizes.empty() ? "all_to_all" : "all_to_all_v");
+  Staged in = stage(input, true);
+  keep_alive(work, in);
+  Staged out = stage(output, false);
+  unstage_on_complete(work, output, out);
+  do_all_to_all(work, out.view, in.view, out_splits, in_splits);
+  return work;
+}
+
+WorkPtr ProcessGroup::barrier() {
+  auto work = new_work("barrier");
+  do_barrier(work);
+  return work;
+}
+
+WorkPtr ProcessGroup::send(const TensorView& tensor, int dst, int tag) {
+  return batch_isend_irecv({P2POp{P2POp::Kind::kSend, tensor, dst, tag}});
+}
+
+WorkPtr ProcessGroup::recv(const TensorView& tensor, int src, int tag) {
+  return batch_isend_irecv({P2POp{P2POp::Kind::kRecv, tensor, src, tag}});
+}
+
+WorkPtr ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
+  SINEW_ARG_CHECK(!ops.empty(), "ops", "an empty list", "at least one send or recv");
+  const char* name = ops.size() == 1 ? (ops[0].kind == P2POp::Kind::kSend ? "send" : "recv")
+                                     : "batch_isend_irecv";
+  std::vector<P2POp> staged_ops;
+  std::vector<Staged> staged;
+  for (const auto& op : ops) {
+    check_cpu(op.tensor, "tensor");
+    check_peer(op.peer, size_, rank_, op.kind == P2POp::Kind::kSend ? "dst" : "src");
+    SINEW_ARG_CHECK(op.tag >= 0, "tag", op.tag, "a tag >= 0");
+  }
+  auto work = new_work(name, /*p2p=*/true);
+  for (const auto& op : ops) {
+    Staged s = stage(op.tensor, op.kind == P2POp::Kind::kSend);
+    if (op.kind == P2POp::Kind::kRecv) unstage_on_complete(work, op.tensor, s);
+    else keep_alive(work, s);
+    staged_ops.push_back(P2POp{op.kind, s.view, op.peer, op.tag});
+  }
+  do_batch_p2p(work, staged_ops);
+  return work;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
+  // Agree on membership with one allgather of (color, key).
+  std::vector<int64_t> mine = {color, key};
+  std::vector<int64_t> all(2 * static_cast<size_t>(size_));
+  allgather_into_tensor(TensorView::flat(all.data(), DType::kI64, static_cast<int64_t>(all.size())),
+                        TensorView::flat(mine.data(), DType::kI64, 2))
+      ->wait();
+  const std::string tag = fmt::format("{}/split{}", name_, subgroup_counter_++);
+  if (color < 0) return nullptr;
+  std::vector<std::pair<int64_t, int>> members;
+  for (int r = 0; r < size_; ++r)
+    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
+  std::sort(members.begin(), members.end());
+  std::vector<int> ranks;
+  int new_rank = -1;
+  for (auto& [k, r] : members) {
+    if (r == rank_) new_rank = static_cast<int>(ranks.size());
+    ranks.push_back(r);
+  }
+  SINEW_CHECK_GE(new_rank, 0);
+  SINEW_DEBUG(kInit, "split of {} color {} key {}: ranks {} -> new rank {}", name_, color, key, ranks, new_rank);
+  return make_subgroup(ranks, new_rank, fmt::format("{}/c{}", tag, color));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
+  std::set<int> uniq(ranks.begin(), ranks.end());
+  SINEW_ARG_CHECK(uniq.size() == ranks.size() && !ranks.empty(), "ranks", fmt::format("{}", ranks),
+                  "a non-empty list of distinct ranks");
+  for (int r : ranks)
+    SINEW_ARG_CHECK(r >= 0 && r < size_, "ranks", fmt::format("{}", ranks),
+                    fmt::format("ranks in [0, {})", size_));
+  // Every rank must pass the same list: check with one allgather of a hash.
+  uint64_t h = 1469598103934665603ull;
+  for (int r : ranks) h = (h ^ static_cast<uint64_t>(r + 1)) * 1099511628211ull;
+  std::vector<int64_t> all(size_);
+  int64_t mine = static_cast<int64_t>(h);
+  allgather_into_tensor(TensorView::flat(all.data(), DType::kI64, size_), TensorView::flat(&mine, DType::kI64, 1))
+      ->wait();
+  for (int r = 0; r < size_; ++r)
+    if (all[r] != mine)
+      throw InvalidArgument::make("ranks", fmt::format("{} on rank {}", ranks, rank_),
+                                  fmt::format("the same list on every rank (rank {} passed a different one)", r));
+  const std::string tag = fmt::format("{}/group{}", name_, subgroup_counter_++);
+  auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  if (it == ranks.end()) return nullptr;
+  return make_subgroup(ranks, static_cast<int>(it - ranks.begin()), tag);
+}
+
+void register_backend(const std::string& name, BackendFactory factory) {
+  std::lock_guard<std::mutex> g(backends_mutex());
+  backends()[name] = factory;
+}
+
+std::vector<std::string> available_backends() {
+  std::lock_guard<std::mutex> g(backends_mutex());
+  std::vector<std::string> names;
+  for (auto& [n, f] : backends()) names.push_back(n);
+  return names;
+}
+
+void register_builtin_backends();  // backends.cc
+
+ProcessGroupPtr create_process_group(const GroupOptions& options) {
+  register_builtin_backends();
+  BackendFactory f = nullptr;
+  {
+    std::lock_guard<std::mutex> g(backends_mutex());
+    auto it = backends().find(options.backend);
+    if (it != backends().end()) f = it->second;
+  }
+  if (!f) {
+    auto names = available_backends();
+    throw InvalidArgument::make("backend", fmt::format("'{}'", options.backend),
+                                fmt::format("one of {} (built into this sinew)", names));
+  }
+  return f(options);
+}
+
+}  // namespace sinew::dist

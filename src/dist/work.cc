@@ -1,0 +1,90 @@
+#include "sinew/dist/work.h"
+
+#include <fmt/format.h>
+
+namespace sinew::dist {
+
+Work::Work(std::string op_name, uint64_t seq, Deadline default_deadline)
+    : op_name_(std::move(op_name)), seq_(seq), default_deadline_(default_deadline) {}
+
+void Work::wait() { wait(default_deadline_); }
+
+void Work::wait(Deadline deadline) { wait_status(deadline).throw_if_error(); }
+
+Status Work::wait_status(Deadline deadline) {
+  std::unique_lock<std::mutex> lk(mu_);
+  auto done = [&] { return completed_.load(std::memory_order_acquire); };
+  if (deadline.is_never()) {
+    cv_.wait(lk, done);
+  } else if (!cv_.wait_until(lk, deadline.time_point(), done)) {
+    return Status(ErrorCode::kTimeout,
+                  fmt::format("wait() on {} (seq {}) passed its deadline; the operation is still "
+                              "running (abort() the group or wait longer)",
+                              op_name_, seq_));
+  }
+  return status_;
+}
+
+bool Work::is_success() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return completed_.load() && status_.is_ok();
+}
+
+Status Work::status() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return status_;
+}
+
+void Work::on_complete(Callback cb) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (completed_.load()) {
+    Status s = status_;
+    lk.unlock();
+    cb(s);
+    return;
+  }
+  callbacks_.push_back(std::move(cb));
+}
+
+void Work::add_finalizer(std::function<void()> f) {
+  std::lock_guard<std::mutex> g(mu_);
+  finalizers_.push_back(std::move(f));
+}
+
+void Work::complete(Status status) {
+  std::vector<std::function<void()>> finalizers;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (completed_.load() || completing_) return;
+    completing_ = true;
+    finalizers.swap(finalizers_);
+  }
+  if (status.is_ok()) {
+    try {
+      for (auto& f : finalizers) f();
+    } catch (...) {
+      status = Status::from_current_exception();
+    }
+  }
+  std::vector<Callback> callbacks;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    status_ = std::move(status);
+    completed_.store(true, std::memory_order_release);
+    callbacks.swap(callbacks_);
+  }
+  cv_.notify_all();
+  for (auto& cb : callbacks) cb(status_);
+}
+
+std::shared_ptr<Work> Work::completed(std::string op_name, uint64_t seq, Status status) {
+  auto w = std::make_shared<Work>(std::move(op_name), seq, Deadline::never());
+  w->complete(std::move(status));
+  return w;
+}
+
+void wait_all(const std::vector<WorkPtr>& works, Deadline deadline) {
+  for (const auto& w : works) w->wait(deadline);
+}
+
+}  // namespace sinew::dist

@@ -33,6 +33,28 @@ void OpQueue::post(WorkPtr work, Task task) {
   work->complete(s);
 }
 
+bool OpQueue::try_run_inline(const WorkPtr& work, const Task& task) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!items_.empty() || running_ || !init_done_ || !abort_status_.is_ok() || !init_status_.is_ok())
+      return false;
+    running_ = work;
+  }
+  Status status;
+  try {
+    task();
+  } catch (...) {
+    status = Status::from_current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    running_.reset();
+  }
+  cv_.notify_all();
+  work->complete(status);
+  return true;
+}
+
 void OpQueue::post_init(Task task) {
   std::lock_guard<std::mutex> g(mu_);
   init_done_ = false;
@@ -90,7 +112,8 @@ void OpQueue::loop() {
     Item item;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !items_.empty(); });
+      // running_ may be set by an inline op on another thread: wait for it.
+      cv_.wait(lk, [&] { return stop_ || (!items_.empty() && !running_); });
       if (items_.empty()) return;
       item = std::move(items_.front());
       items_.pop_front();

@@ -28,6 +28,10 @@ class OpQueue {
   // Queues `task`; the worker runs it and completes `work` with its outcome.
   // After abort(), the work completes at once with the abort status.
   void post(WorkPtr work, Task task);
+  // Runs `task` on the calling thread when nothing is queued or running
+  // (latency-bound small ops skip the thread hand-off); returns false, doing
+  // nothing, otherwise. `work` is completed either way when it returns true.
+  bool try_run_inline(const WorkPtr& work, const Task& task);
   // Queues the group's init step (rendezvous, connections): ops posted after
   // it wait behind it, and if it fails they all fail with its error.
   void post_init(Task task);

@@ -3,6 +3,7 @@
 // the call gives one. Values are bytes.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -57,6 +58,11 @@ class Store {
 };
 
 using StorePtr = std::shared_ptr<Store>;
+
+// Waits for `keys` until `deadline`, in slices of at most 100 ms so that a
+// set `abort_flag` ends the wait promptly with AbortedError.
+void wait_keys(Store& store, const std::vector<std::string>& keys, Deadline deadline,
+               const std::atomic<bool>* abort_flag);
 
 // An in-process store (threads as ranks in tests).
 StorePtr make_memory_store();

@@ -1,5 +1,9 @@
 #include "sinew/dist/store.h"
 
+#include <algorithm>
+
+#include "sinew/core/error.h"
+
 namespace sinew::dist {
 
 std::vector<Bytes> Store::multi_get(const std::vector<std::string>& keys) {
@@ -11,6 +15,20 @@ std::vector<Bytes> Store::multi_get(const std::vector<std::string>& keys) {
 
 void Store::multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
   for (size_t i = 0; i < keys.size() && i < values.size(); ++i) set(keys[i], values[i]);
+}
+
+void wait_keys(Store& store, const std::vector<std::string>& keys, Deadline deadline,
+               const std::atomic<bool>* abort_flag) {
+  for (;;) {
+    if (abort_flag && abort_flag->load()) throw AbortedError("store wait aborted (the group was aborted)");
+    auto slice = std::min<Clock::duration>(deadline.remaining(), Millis(100));
+    try {
+      store.wait(keys, std::chrono::duration_cast<Millis>(slice) + Millis(1));
+      return;
+    } catch (const TimeoutError&) {
+      if (deadline.expired()) throw;
+    }
+  }
 }
 
 }  // namespace sinew::dist

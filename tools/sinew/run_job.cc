@@ -1,0 +1,383 @@
+#include "tools/sinew/run_job.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "sinew/core/env.h"
+#include "sinew/core/error.h"
+#include "sinew/core/log.h"
+#include "sinew/dist/tcp_store.h"
+#include "tools/sinew/run_workers.h"
+
+extern char** environ;
+
+namespace sinew::cli {
+namespace {
+
+const EnvParam<int64_t> kKillGraceS{"SINEW_RUN_KILL_GRACE_S", 5,
+                                    "seconds sinew run waits after signalling workers to stop "
+                                    "before it SIGKILLs them"};
+const EnvParam<int64_t> kJoinTimeoutS{"SINEW_RUN_JOIN_TIMEOUT_S", 600,
+                                      "seconds sinew run waits for every node's launcher to join "
+                                      "an attempt"};
+
+// How long node 0 keeps the store up for the other launchers to read the
+// final outcome.
+constexpr Millis kLeaveTimeout{30'000};
+
+// The launcher was asked to stop while waiting for something other than its
+// workers.
+struct Interrupted {
+  int sig;
+};
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+Millis millis(double seconds) { return Millis(static_cast<int64_t>(seconds * 1000)); }
+
+// Sleeps up to `wait`, returning early (by throwing) if the launcher is signalled.
+void sleep_unless_signalled(SignalWatch& signals, Millis wait) {
+  pollfd p{signals.fd(), POLLIN, 0};
+  ::poll(&p, 1, static_cast<int>(wait.count()));
+  auto got = signals.take();
+  if (!got.empty()) throw Interrupted{got.front()};
+}
+
+// The launchers of all nodes agree on each attempt through keys in the job
+// store, under "sinew_run/<run id>/a<attempt>/".
+class Rendezvous {
+ public:
+  Rendezvous(const RunConfig& c, const std::string& token, SignalWatch& signals)
+      : c_(c), signals_(signals), port_(c.store_port) {
+    if (c.node_rank == 0) {
+      server_ = std::make_unique<dist::TcpStoreServer>(c.store_host, c.store_port, token);
+      port_ = server_->port();
+    }
+    if (c.standalone)
+      std::fprintf(stderr, "sinew run: standalone rendezvous at %s:%d (run id %s)\n",
+                   c.store_host.c_str(), port_, c.run_id.c_str());
+    Deadline deadline = Deadline::after(std::chrono::seconds(kJoinTimeoutS.get()));
+    dist::TcpStoreOptions o;
+    o.host = c.store_host;
+    o.port = port_;
+    o.token = token;
+    o.timeout = Millis(30'000);
+    o.connect_timeout = Millis(1'000);
+    // Other nodes may start before node 0 listens: retry, staying responsive to signals.
+    for (;;) {
+      try {
+        store_ = dist::make_prefix_store("sinew_run/" + c.run_id, dist::make_tcp_store(o));
+        break;
+      } catch (const RecoverableError& e) {
+        if (deadline.expired())
+          throw TimeoutError(fmt::format(
+              "sinew run: cannot reach the rendezvous store at {}:{} within {} s "
+              "(SINEW_RUN_JOIN_TIMEOUT_S): {}. Is node 0's launcher running there?",
+              o.host, o.port, kJoinTimeoutS.get(), e.what()));
+        sleep_unless_signalled(signals_, Millis(200));
+      }
+    }
+  }
+
+  const std::string& host() const { return c_.store_host; }
+  int port() const { return port_; }
+
+  struct Membership {
+    int rank_offset = 0;
+    int world_size = 0;
+  };
+
+  // Waits for every node's launcher to join `attempt`; nodes may run
+  // different numbers of workers, ranked in node order.
+  Membership join(int attempt) {
+    store_->set(key(attempt, fmt::format("nproc/{}", c_.node_rank)),
+                std::to_string(c_.nproc_per_node));
+    std::vector<std::string> keys;
+    for (int n = 0; n < c_.nnodes; ++n) keys.push_back(key(attempt, fmt::format("nproc/{}", n)));
+    Deadline deadline = Deadline::after(std::chrono::seconds(kJoinTimeoutS.get()));
+    while (!store_->check(keys)) {
+      if (deadline.expired()) {
+        std::vector<int> missing;
+        for (int n = 0; n < c_.nnodes; ++n)
+          if (!store_->check({keys[n]})) missing.push_back(n);
+        throw TimeoutError(fmt::format(
+            "sinew run: node ranks {} did not join attempt {} within {} s "
+            "(SINEW_RUN_JOIN_TIMEOUT_S); start `sinew run` on every node with the same "
+            "--rdzv-endpoint, --rdzv-id and --store-token",
+            missing, attempt, kJoinTimeoutS.get()));
+      }
+      sleep_unless_signalled(signals_, poll_interval());
+    }
+    Membership m;
+    auto values = store_->multi_get(keys);
+    for (int n = 0; n < c_.nnodes; ++n) {
+      int v = std::stoi(dist::to_string(values[n]));
+      if (n < c_.node_rank) m.rank_offset += v;
+      m.world_size += v;
+    }
+    return m;
+  }
+
+  // The first failure of an attempt, anywhere, as "<rank> <exit code>".
+  void report_failure(int attempt, int rank, int code) {
+    if (c_.nnodes == 1) return;
+    store_->compare_set(key(attempt, "failed"), {}, dist::to_bytes(fmt::format("{} {}", rank, code)));
+  }
+  // Another node's failure of this attempt: {rank, exit code}.
+  std::optional<std::pair<int, int>> remote_failure(int attempt) {
+    if (c_.nnodes == 1 || !store_->check({key(attempt, "failed")})) return std::nullopt;
+    std::string v = store_->get_string(key(attempt, "failed"));
+    int rank = -1, code = 1;
+    std::sscanf(v.c_str(), "%d %d", &rank, &code);
+    return std::make_pair(rank, code);
+  }
+
+  void report_done(int attempt) {
+    if (c_.nnodes > 1) store_->add(key(attempt, "done"), 1);
+  }
+  bool all_done(int attempt) {
+    return c_.nnodes == 1 || store_->add(key(attempt, "done"), 0) == c_.nnodes;
+  }
+
+  // Node 0 hosts the store: it waits (bounded) until the others have read
+  // the outcome before it goes away.
+  void leave(int attempt) {
+    if (c_.nnodes == 1) return;
+    if (c_.node_rank != 0) {
+      store_->add(key(attempt, "left"), 1);
+      return;
+    }
+    Deadline deadline = Deadline::after(kLeaveTimeout);
+    while (store_->add(key(attempt, "left"), 0) < c_.nnodes - 1 && !deadline.expired())
+      sleep_unless_signalled(signals_, poll_interval());
+  }
+
+  Millis poll_interval() const { return std::max(Millis(1), millis(c_.monitor_interval_s)); }
+
+ private:
+  std::string key(int attempt, const std::string& name) const {
+    return fmt::format("a{}/{}", attempt, name);
+  }
+
+  const RunConfig& c_;
+  SignalWatch& signals_;
+  int port_;
+  std::unique_ptr<dist::TcpStoreServer> server_;
+  dist::StorePtr store_;
+};
+
+// What ended an attempt.
+struct Outcome {
+  enum Kind { kSucceeded, kFailed, kRemoteFailed, kSignalled } kind = kSucceeded;
+  int exit_code = 0;
+  std::optional<size_t> first_failure;  // local worker index
+  int remote_rank = -1;
+  int signal = 0;
+};
+
+// What to do when a worker fails: torchrun restarts every worker while
+// restarts remain. A policy that respawns only the failed worker fits here,
+// next to the group-wide one.
+enum class FailurePolicy { kRestartAll, kGiveUp };
+
+FailurePolicy policy_for(int attempt, int max_restarts) {
+  return attempt < max_restarts ? FailurePolicy::kRestartAll : FailurePolicy::kGiveUp;
+}
+
+class Job {
+ public:
+  Job(const RunConfig& c, SignalWatch& signals)
+      : c_(c),
+        signals_(signals),
+        host_(hostname()),
+        program_path_(resolve_program(c.program)),
+        token_(c.token.empty() ? dist::make_job_token() : c.token) {
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string kv = *e;
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) base_env_[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    if (c.nproc_per_node > 1 && base_env_.count("OMP_NUM_THREADS") == 0) {
+      base_env_["OMP_NUM_THREADS"] = "1";
+      std::fprintf(stderr,
+                   "\n*****************************************\n"
+                   "Setting OMP_NUM_THREADS environment variable for each process to be 1 in "
+                   "default, to avoid your system being overloaded, please further tune the "
+                   "variable for optimal performance in your application as needed. \n"
+                   "*****************************************\n");
+    }
+  }
+
+  int run() {
+    Rendezvous rdzv(c_, token_, signals_);
+    for (int attempt = 0;; ++attempt) {
+      auto m = rdzv.join(attempt);
+      WorkerGroup group(signals_, program_path_, argv(), c_.output, host_);
+      for (int lr = 0; lr < c_.nproc_per_node; ++lr)
+        group.spawn(make_spec(rdzv, m, attempt, lr));
+      Outcome o = supervise(group, rdzv, attempt);
+      group.finish_output();
+      print_table(group, attempt, o);
+      switch (o.kind) {
+        case Outcome::kSucceeded:
+          rdzv.leave(attempt);
+          return 0;
+        case Outcome::kSignalled:
+          return 128 + o.signal;
+        case Outcome::kFailed:
+        case Outcome::kRemoteFailed:
+          if (policy_for(attempt, c_.max_restarts) == FailurePolicy::kGiveUp) return o.exit_code;
+          std::fprintf(stderr, "sinew run: restarting all workers (restart %d of %d)\n",
+                       attempt + 1, c_.max_restarts);
+          break;
+      }
+    }
+  }
+
+ private:
+  std::vector<std::string> argv() const {
+    std::vector<std::string> v{c_.program};
+    v.insert(v.end(), c_.args.begin(), c_.args.end());
+    return v;
+  }
+
+  WorkerSpec make_spec(const Rendezvous& rdzv, const Rendezvous::Membership& m, int attempt,
+                       int local_rank) {
+    WorkerSpec s;
+    s.local_rank = local_rank;
+    s.rank = m.rank_offset + local_rank;
+    auto env = base_env_;
+    env["RANK"] = std::to_string(s.rank);
+    env["LOCAL_RANK"] = std::to_string(local_rank);
+    env["WORLD_SIZE"] = std::to_string(m.world_size);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(c_.nproc_per_node);
+    env["GROUP_RANK"] = std::to_string(c_.node_rank);
+    env["GROUP_WORLD_SIZE"] = std::to_string(c_.nnodes);
+    env["ROLE_RANK"] = std::to_string(s.rank);
+    env["ROLE_WORLD_SIZE"] = std::to_string(m.world_size);
+    env["ROLE_NAME"] = "default";
+    env["MASTER_ADDR"] = rdzv.host();
+    env["MASTER_PORT"] = std::to_string(rdzv.port());
+    env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+    env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(c_.max_restarts);
+    env["TORCHELASTIC_RUN_ID"] = c_.run_id;
+    env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+    env["SINEW_STORE_TOKEN"] = token_;
+    env["SINEW_STORE_HOSTED"] = "1";
+    if (!c_.backend.empty()) env["SINEW_BACKEND"] = c_.backend;
+    for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
+    s.stdout_log = open_log(attempt, local_rank, kStdout);
+    s.stderr_log = open_log(attempt, local_rank, kStderr);
+    return s;
+  }
+
+  UniqueFd open_log(int attempt, int local_rank, int stream) {
+    if (!c_.output.to_file(local_rank, stream)) return UniqueFd();
+    namespace fs = std::filesystem;
+    fs::path dir = fs::path(c_.output.log_dir) / c_.run_id / fmt::format("attempt_{}", attempt) /
+                   std::to_string(local_rank);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw IoError(fmt::format("sinew run: cannot create log directory {}: {}", dir.string(), ec.message()));
+    fs::path file = dir / (stream == kStdout ? "stdout.log" : "stderr.log");
+    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw IoError(fmt::format("sinew run: cannot open {}: {}", file.string(), std::strerror(errno)));
+    return UniqueFd(fd);
+  }
+
+  Outcome supervise(WorkerGroup& group, Rendezvous& rdzv, int attempt) {
+    Outcome o;
+    Millis grace = std::chrono::seconds(kKillGraceS.get());
+    while (!group.all_exited()) {
+      auto ev = group.poll(rdzv.poll_interval());
+      if (!ev.signals.empty()) {
+        int sig = ev.signals.front();
+        std::fprintf(stderr, "sinew run: received SIG%s, forwarding it to the workers\n",
+                     sigabbrev_np(sig));
+        group.stop(grace, sig);
+        return {Outcome::kSignalled, 128 + sig, std::nullopt, -1, sig};
+      }
+      for (size_t i : ev.exited) {
+        const auto& r = group.result(i);
+        if (succeeded(r)) continue;
+        o = {Outcome::kFailed, exit_code_of(r.wait_status), i, -1, 0};
+        rdzv.report_failure(attempt, r.rank, o.exit_code);
+        std::fprintf(stderr, "sinew run: rank %d (pid %d) failed: %s; stopping the other workers\n",
+                     r.rank, static_cast<int>(r.pid), describe_wait_status(r.wait_status).c_str());
+        group.stop(grace, SIGTERM);
+        return o;
+      }
+      if (auto remote = rdzv.remote_failure(attempt)) {
+        std::fprintf(stderr, "sinew run: rank %d on another node failed (exit %d); stopping the "
+                     "workers on this node\n", remote->first, remote->second);
+        group.stop(grace, SIGTERM);
+        return {Outcome::kRemoteFailed, remote->second, std::nullopt, remote->first, 0};
+      }
+    }
+    // This node is done; the attempt is not until every node is.
+    rdzv.report_done(attempt);
+    while (!rdzv.all_done(attempt)) {
+      if (auto remote = rdzv.remote_failure(attempt))
+        return {Outcome::kRemoteFailed, remote->second, std::nullopt, remote->first, 0};
+      auto ev = group.poll(rdzv.poll_interval());
+      if (!ev.signals.empty())
+        return {Outcome::kSignalled, 128 + ev.signals.front(), std::nullopt, -1, ev.signals.front()};
+    }
+    return o;
+  }
+
+  void print_table(const WorkerGroup& group, int attempt, const Outcome& o) {
+    static const char* kWhat[] = {"succeeded", "failed", "failed on another node", "interrupted"};
+    std::string out = fmt::format("sinew run: attempt {} {} (run id {}, host {}):\n", attempt,
+                                  kWhat[o.kind], c_.run_id, host_);
+    out += fmt::format("  {:>6} {:>6} {:>8} {:>10} {:>10}\n", "rank", "local", "pid", "exit",
+                       "elapsed");
+    for (size_t i = 0; i < group.size(); ++i) {
+      const auto& r = group.result(i);
+      std::string note;
+      if (o.first_failure == i) note = "  <- first failure";
+      else if (!r.reaped) note = "  (still running)";
+      else if (r.stopped) note = "  (stopped by sinew run)";
+      out += fmt::format("  {:>6} {:>6} {:>8} {:>10} {:>9.2f}s{}\n", r.rank, r.local_rank, r.pid,
+                         r.reaped ? describe_wait_status(r.wait_status) : "-", r.elapsed_s, note);
+    }
+    write_all(STDERR_FILENO, out);
+  }
+
+  const RunConfig& c_;
+  SignalWatch& signals_;
+  std::string host_;
+  std::string program_path_;
+  std::string token_;
+  std::map<std::string, std::string> base_env_;
+};
+
+}  // namespace
+
+int run_job(const RunConfig& config) {
+  SignalWatch signals;
+  try {
+    return Job(config, signals).run();
+  } catch (const Interrupted& i) {
+    std::fprintf(stderr, "sinew run: interrupted by SIG%s\n", sigabbrev_np(i.sig));
+    return 128 + i.sig;
+  }
+}
+
+}  // namespace sinew::cli

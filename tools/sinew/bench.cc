@@ -1,4 +1,93 @@
+// `sinew bench <suite>`: the one benchmark front end. Every suite prints a
+// readable table and, with --csv FILE, appends rows
+// suite,case,impl,metric,value,unit.
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "bench/collectives_bench.h"
 #include "tools/sinew/commands.h"
+
 namespace sinew::cli {
-void add_bench_command(CLI::App& app, int& rc) { (void)app; (void)rc; }  // placeholder, being written
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string tok;
+  while (std::getline(ss, tok, ','))
+    if (!tok.empty()) out.push_back(tok);
+  return out;
 }
+
+int64_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  int64_t v = std::stoll(s, &pos);
+  std::string suf = s.substr(pos);
+  if (suf == "K" || suf == "KiB" || suf == "k") v <<= 10;
+  else if (suf == "M" || suf == "MiB") v <<= 20;
+  else if (suf == "G" || suf == "GiB") v <<= 30;
+  else if (!suf.empty() && suf != "B") throw CLI::ValidationError("size", "bad size suffix in '" + s + "'");
+  return v;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int& rc) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks: run a suite beside its peers and report ratios");
+  bench->require_subcommand(1);
+
+  struct Opts {
+    std::string csv, ops, impls, min_bytes = "8", max_bytes = "64M";
+    int world = 2, samples = 7;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* coll = bench->add_subcommand(
+      "collectives",
+      "allreduce, allgather, reduce_scatter, broadcast, all_to_all from 8 B to 64 MiB for sinew, sinew-ucx, "
+      "gloo, mpi and memcpy in one run");
+  coll->add_option("--csv", o->csv, "append rows suite,case,impl,metric,value,unit to FILE");
+  coll->add_option("--ws,--world-size", o->world, "ranks per impl")->check(CLI::Range(1, 64));
+  coll->add_option("--ops", o->ops, "comma list of ops (default all five)");
+  coll->add_option("--impls", o->impls, "comma list from sinew,sinew-ucx,gloo,mpi,memcpy (default all)");
+  coll->add_option("--min-bytes", o->min_bytes, "smallest size (default 8)");
+  coll->add_option("--max-bytes", o->max_bytes, "largest size (default 64M)");
+  coll->add_option("--samples", o->samples, "timed samples per case (median reported)")->check(CLI::Range(1, 1000));
+  coll->callback([o, &rc] {
+    bench::CollectivesConfig cfg;
+    cfg.world = o->world;
+    cfg.samples = o->samples;
+    if (!o->ops.empty()) cfg.ops = split_list(o->ops);
+    if (!o->impls.empty()) cfg.impls = split_list(o->impls);
+    cfg.min_bytes = parse_bytes(o->min_bytes);
+    cfg.max_bytes = parse_bytes(o->max_bytes);
+    bench::Report report;
+    int failed = bench::run_collectives_bench(cfg, report);
+    fmt::print("\n");
+    report.print_table("busbw_GBps", true);
+    fmt::print("\n");
+    report.print_table("latency_us", false);
+    if (!o->csv.empty()) report.write_csv(o->csv);
+    rc = failed == 0 ? 0 : 1;
+  });
+
+  // The per-rank half of `bench collectives`, started by it (hidden).
+  auto w = std::make_shared<bench::CollectivesConfig>();
+  auto ws = std::make_shared<Opts>();
+  auto* worker = app.add_subcommand("bench-worker", "");
+  worker->group("");  // hidden from --help
+  worker->add_option("--impl", w->impl)->required();
+  worker->add_option("--backend", w->backend);
+  worker->add_option("--transport", w->transport);
+  worker->add_option("--ops", ws->ops);
+  worker->add_option("--min-bytes", w->min_bytes);
+  worker->add_option("--max-bytes", w->max_bytes);
+  worker->add_option("--rows", w->rows_path)->required();
+  worker->add_option("--samples", w->samples);
+  worker->callback([w, ws, &rc] {
+    if (!ws->ops.empty()) w->ops = split_list(ws->ops);
+    rc = bench::run_collectives_worker(*w);
+  });
+}
+
+}  // namespace sinew::cli

@@ -81,6 +81,7 @@ struct RunArgs {
   bool no_python = false;
   std::string backend;
   std::string store_token;
+  std::vector<std::string> command;
 };
 
 int parse_int(const std::string& option, const std::string& text, int lo,
@@ -148,14 +149,11 @@ std::set<int> parse_rank_list(const std::string& text) {
   return out;
 }
 
-RunConfig make_config(const RunArgs& a, std::vector<std::string> command) {
+RunConfig make_config(const RunArgs& a) {
   RunConfig c;
-  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  const auto& command = a.command;
   if (command.empty())
-    throw InvalidArgument::make("PROGRAM", "(missing)", "the program to launch, e.g. `sinew run -n 2 ./train`");
-  if (command.front().size() > 1 && command.front()[0] == '-')
-    throw InvalidArgument::make("option", fmt::format("'{}'", command.front()),
-                                "one of the options in `sinew run --help` (or put PROGRAM after --)");
+    throw InvalidArgument::make("PROGRAM", "(missing)", "the program to launch, e.g. `sinew run --nproc-per-node 2 ./train`");
   c.program = command.front();
   c.args.assign(command.begin() + 1, command.end());
 
@@ -289,11 +287,13 @@ void add_run_command(CLI::App& app, int& rc) {
   cmd->add_option("--store-token", a->store_token,
                   "The job's store token (required, the same on every node, with --nnodes > 1)")
       ->envname("SINEW_STORE_TOKEN");
-  cmd->prefix_command();
+  cmd->add_option("command", a->command, "PROGRAM [ARGS...]: the program each worker runs");
+  // Everything from PROGRAM on is the program's, options included.
+  cmd->positionals_at_end();
   cmd->footer(kFooter);
   cmd->callback([cmd, a, port, &rc] {
     a->master_port_given = port->count() > 0;
-    rc = run_job(make_config(*a, cmd->remaining()));
+    rc = run_job(make_config(*a));
   });
 }
 

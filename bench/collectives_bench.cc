@@ -1,0 +1,293 @@
+// `sinew bench collectives`: allreduce, allgather, reduce_scatter, broadcast
+// and all_to_all from 8 B to 64 MiB for sinew (shared memory), sinew-ucx,
+// gloo and mpi in one run, plus memcpy of the same size as the physical
+// reference. The front end hosts the store and spawns the ranks (mpirun for
+// mpi); rank 0 of each impl writes its rows to a file the front end reads.
+#include "collectives_bench.h"
+
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "sinew/core/error.h"
+#include "sinew/core/log.h"
+#include "sinew/dist/init.h"
+#include "sinew/dist/tcp_store.h"
+
+extern char** environ;
+
+namespace sinew::bench {
+namespace {
+
+using dist::ProcessGroup;
+using dist::ReduceKind;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// nccl-tests' bus bandwidth factors.
+double bus_factor(const std::string& op, int W) {
+  if (op == "allreduce") return 2.0 * (W - 1) / W;
+  if (op == "broadcast") return 1.0;
+  return static_cast<double>(W - 1) / W;  // allgather, reduce_scatter, all_to_all
+}
+
+std::vector<int64_t> sizes(int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  for (int64_t b = lo; b < hi; b *= 4) out.push_back(b);
+  out.push_back(hi);
+  return out;
+}
+
+// Issues one op of `bytes` (total buffer size as nccl-tests counts it).
+void issue(ProcessGroup& pg, const std::string& op, int64_t bytes, float* a, float* b) {
+  const int W = pg.size();
+  const int64_t n = std::max<int64_t>(bytes / 4, 1);
+  auto fv = [](float* p, int64_t c) { return TensorView::flat(p, DType::kF32, c); };
+  if (op == "allreduce") {
+    pg.allreduce(fv(a, n), ReduceKind::kSum)->wait();
+  } else if (op == "broadcast") {
+    pg.broadcast(fv(a, n), 0)->wait();
+  } else if (op == "allgather") {
+    const int64_t per = std::max<int64_t>(n / W, 1);
+    pg.allgather_into_tensor(fv(b, per * W), fv(a, per))->wait();
+  } else if (op == "reduce_scatter") {
+    const int64_t per = std::max<int64_t>(n / W, 1);
+    pg.reduce_scatter_tensor(fv(b, per), fv(a, per * W), ReduceKind::kSum)->wait();
+  } else if (op == "all_to_all") {
+    const int64_t per = std::max<int64_t>(n / W, 1);
+    pg.all_to_all(fv(b, per * W), fv(a, per * W))->wait();
+  } else {
+    throw InvalidArgument::make("op", op, "allreduce, broadcast, allgather, reduce_scatter or all_to_all");
+  }
+}
+
+int64_t agree(ProcessGroup& pg, int64_t v) {  // rank 0's value everywhere
+  pg.broadcast(TensorView::flat(&v, DType::kI64, 1), 0)->wait();
+  return v;
+}
+
+double slowest(ProcessGroup& pg, double v) {
+  pg.allreduce(TensorView::flat(&v, DType::kF64, 1), ReduceKind::kMax)->wait();
+  return v;
+}
+
+}  // namespace
+
+int run_collectives_worker(const CollectivesConfig& cfg) {
+  dist::InitOptions io;
+  io.backend = cfg.backend;
+  io.transport = cfg.transport;
+  io.timeout = Millis(300'000);
+  auto pg = dist::init_process_group(io);
+  pg->wait_ready(Deadline::after(Millis(120'000)));
+  const int W = pg->size();
+  const int64_t max_bytes = cfg.max_bytes;
+  // Buffers are allocated and touched once: we time the transfer, not page faults.
+  std::vector<float> a(max_bytes / 4 + W), b(max_bytes / 4 + W);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7);
+  std::fill(b.begin(), b.end(), 0.0f);
+  std::ofstream rows;
+  if (pg->rank() == 0) rows.open(cfg.rows_path);
+  for (const auto& op : cfg.ops) {
+    for (int64_t bytes : sizes(cfg.min_bytes, max_bytes)) {
+      // Refresh inputs so repeated sums stay finite.
+      issue(*pg, op, bytes, a.data(), b.data());
+      double t0 = now_s();
+      issue(*pg, op, bytes, a.data(), b.data());
+      double est = slowest(*pg, now_s() - t0);
+      int64_t iters = agree(*pg, std::clamp<int64_t>(static_cast<int64_t>(cfg.sample_seconds / std::max(est, 1e-7)), 1, 2000));
+      int samples = est > 0.05 ? 3 : cfg.samples;
+      std::vector<double> t;
+      for (int s = 0; s < samples; ++s) {
+        pg->barrier()->wait();
+        double s0 = now_s();
+        for (int64_t i = 0; i < iters; ++i) issue(*pg, op, bytes, a.data(), b.data());
+        t.push_back(slowest(*pg, (now_s() - s0) / static_cast<double>(iters)));
+      }
+      if (pg->rank() == 0) {
+        double sec = median(t);
+        double algbw = static_cast<double>(bytes) / sec / 1e9;
+        std::string c = fmt::format("{}/float32/{}B/ws{}", op, bytes, W);
+        rows << fmt::format("collectives,{},{},latency_us,{:.6g},us\n", c, cfg.impl, sec * 1e6);
+        rows << fmt::format("collectives,{},{},algbw_GBps,{:.6g},GB/s\n", c, cfg.impl, algbw);
+        rows << fmt::format("collectives,{},{},busbw_GBps,{:.6g},GB/s\n", c, cfg.impl, algbw * bus_factor(op, W));
+        rows.flush();
+        fmt::print(stderr, "  {:<8} {:<40} {:>10.2f} us {:>8.3f} GB/s busbw\n", cfg.impl, c, sec * 1e6,
+                   algbw * bus_factor(op, W));
+      }
+    }
+  }
+  pg->barrier()->wait();
+  return 0;
+}
+
+namespace {
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw IoError("cannot resolve /proc/self/exe");
+  buf[n] = 0;
+  return buf;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
+  for (const auto& e : extra_env) env_s.push_back(e);
+  std::vector<char*> av, ev;
+  for (const auto& s : argv) av.push_back(const_cast<char*>(s.c_str()));
+  av.push_back(nullptr);
+  for (const auto& s : env_s) ev.push_back(const_cast<char*>(s.c_str()));
+  ev.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, av[0], nullptr, nullptr, av.data(), ev.data());
+  if (rc != 0) throw IoError(fmt::format("cannot start {}: {}", argv[0], std::strerror(rc)));
+  return pid;
+}
+
+// Waits for every pid; kills all on deadline. Returns true if all exited 0.
+bool wait_all(std::vector<pid_t> pids, Deadline deadline, const std::string& what) {
+  bool ok = true;
+  while (!pids.empty()) {
+    for (auto it = pids.begin(); it != pids.end();) {
+      int st = 0;
+      pid_t r = ::waitpid(*it, &st, WNOHANG);
+      if (r == *it) {
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = false;
+        it = pids.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!pids.empty() && deadline.expired()) {
+      SINEW_WARN(kBench, "{} did not finish in time; killing it", what);
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+      return false;
+    }
+    std::this_thread::sleep_for(Millis(20));
+  }
+  return ok;
+}
+
+std::vector<std::string> worker_args(const CollectivesConfig& cfg) {
+  std::string ops;
+  for (const auto& o : cfg.ops) ops += (ops.empty() ? "" : ",") + o;
+  return {"bench-worker", "--impl", cfg.impl, "--backend", cfg.backend, "--transport", cfg.transport,
+          "--ops", ops, "--min-bytes", std::to_string(cfg.min_bytes), "--max-bytes", std::to_string(cfg.max_bytes),
+          "--rows", cfg.rows_path, "--samples", std::to_string(cfg.samples)};
+}
+
+void read_rows(const std::string& path, Report& report) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    Row r;
+    std::string v;
+    std::getline(ss, r.suite, ',');
+    std::getline(ss, r.case_name, ',');
+    std::getline(ss, r.impl, ',');
+    std::getline(ss, r.metric, ',');
+    std::getline(ss, v, ',');
+    std::getline(ss, r.unit, ',');
+    if (r.metric.empty()) continue;
+    r.value = std::stod(v);
+    report.add(r);
+  }
+}
+
+void memcpy_rows(const CollectivesConfig& cfg, Report& report) {
+  std::vector<char> a(cfg.max_bytes), b(cfg.max_bytes);
+  std::memset(a.data(), 1, a.size());
+  std::memset(b.data(), 2, b.size());
+  for (const auto& op : cfg.ops)
+    for (int64_t bytes : sizes(cfg.min_bytes, cfg.max_bytes)) {
+      int iters = static_cast<int>(std::clamp<int64_t>((int64_t{1} << 28) / bytes, 1, 100000));
+      std::vector<double> t;
+      for (int s = 0; s < cfg.samples; ++s) {
+        double t0 = now_s();
+        for (int i = 0; i < iters; ++i) {
+          std::memcpy(b.data(), a.data(), bytes);
+          asm volatile("" ::"r"(b.data()) : "memory");
+        }
+        t.push_back((now_s() - t0) / iters);
+      }
+      double sec = median(t);
+      std::string c = fmt::format("{}/float32/{}B/ws{}", op, bytes, cfg.world);
+      report.add({"collectives", c, "memcpy", "latency_us", sec * 1e6, "us"});
+      report.add({"collectives", c, "memcpy", "algbw_GBps", bytes / sec / 1e9, "GB/s"});
+      report.add({"collectives", c, "memcpy", "busbw_GBps", bytes / sec / 1e9, "GB/s"});
+    }
+}
+
+}  // namespace
+
+int run_collectives_bench(CollectivesConfig cfg, Report& report) {
+  const std::string exe = self_exe();
+  char tmpl[] = "/tmp/sinew-bench-XXXXXX";
+  if (!::mkdtemp(tmpl)) throw IoError("mkdtemp failed");
+  const std::string dir = tmpl;
+  int failures = 0;
+  for (const auto& impl : cfg.impls) {
+    if (impl == "memcpy") {
+      memcpy_rows(cfg, report);
+      continue;
+    }
+    CollectivesConfig c = cfg;
+    c.impl = impl;
+    c.rows_path = dir + "/" + impl + ".csv";
+    c.backend = impl == "gloo" ? "gloo" : impl == "mpi" ? "mpi" : "sinew";
+    c.transport = impl == "sinew-ucx" ? "ucx" : "auto";
+    fmt::print(stderr, "sinew bench collectives: {} with {} ranks...\n", impl, cfg.world);
+    std::vector<pid_t> pids;
+    std::unique_ptr<dist::TcpStoreServer> srv;
+    // Peers at their best: huge-page malloc for their temporaries (BASELINES.md).
+    std::vector<std::string> env = {"GLIBC_TUNABLES=glibc.malloc.hugetlb=1"};
+    if (impl == "mpi") {
+      std::vector<std::string> argv = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
+                                       std::to_string(cfg.world), "--mca", "btl", "self,vader", "-x",
+                                       "GLIBC_TUNABLES", exe};
+      for (auto& a : worker_args(c)) argv.push_back(a);
+      env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
+      env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+      pids.push_back(spawn(argv, env));
+    } else {
+      std::string token = dist::make_job_token();
+      // The store lives in this process, like `sinew run` hosts it.
+      srv = std::make_unique<dist::TcpStoreServer>("127.0.0.1", 0, token);
+      for (int r = 0; r < cfg.world; ++r) {
+        std::vector<std::string> e = env;
+        e.push_back(fmt::format("RANK={}", r));
+        e.push_back(fmt::format("LOCAL_RANK={}", r));
+        e.push_back(fmt::format("WORLD_SIZE={}", cfg.world));
+        e.push_back(fmt::format("LOCAL_WORLD_SIZE={}", cfg.world));
+        e.push_back("MASTER_ADDR=127.0.0.1");
+        e.push_back(fmt::format("MASTER_PORT={}", srv->port()));
+        e.push_back("SINEW_STORE_TOKEN=" + token);
+        e.push_back("SINEW_STORE_HOSTED=1");
+        std::vector<std::string> argv = {exe};
+        for (auto& a : worker_args(c)) argv.push_back(a);
+        pids.push_back(spawn(argv, e));
+      }
+    }
+    if (!wait_all(pids, Deadline::after(std::chrono::seconds(cfg.timeout_s)), impl)) ++failures;
+    read_rows(c.rows_path, report);
+  }
+  std::string rm = "rm -rf '" + dir + "'";
+  (void)!std::system(rm.c_str());
+  return failures;
+}
+
+}  // namespace sinew::bench

@@ -1,0 +1,401 @@
+// The gloo backend: sinew's ProcessGroup over gloo's TCP transport and its
+// new-style collectives (the role of PyTorch's ProcessGroupGloo).
+//
+// One gloo context per group. Every op runs on the group's OpQueue worker in
+// issue order and is bounded by the group timeout counted from when it was
+// issued. Reductions go through sinew's reduce_pair, so every dtype and op
+// means exactly what it means in the sinew backend.
+//
+// abort() completes every waiter at once. A send/recv in flight is woken too
+// (gloo's abortWait*), but a gloo collective in flight has no cancel: it runs
+// on the worker until its own timeout, so destroying an aborted group can
+// block that long.
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "dist/backend_util.h"
+#include "dist/op_queue.h"
+#include "gloo_device.h"
+#include "gloo_store_adapter.h"
+#include "sinew/core/check.h"
+#include "sinew/core/log.h"
+#include "sinew/dist/process_group.h"
+
+namespace sinew::dist {
+namespace {
+
+// Rethrows the exception being handled as sinew's taxonomy; `what` names the op.
+[[noreturn]] void rethrow_gloo_error(const std::string& what) {
+  try {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (const gloo::IoException& e) {
+    std::string m = e.what();
+    // Timeouts: our own wait ("Timed out waiting"), or a pair that another
+    // op's timeout closed ("Application timeout caused pair closure").
+    if (m.find("Timed out") != std::string::npos || m.find("timeout") != std::string::npos)
+      throw TimeoutError(fmt::format("{} timed out: {}", what, m));
+    throw PeerLostError(fmt::format("{}: a peer closed its connection or failed: {} (re-create the "
+                                    "group)", what, m), {});
+  } catch (const gloo::EnforceNotMet& e) {
+    throw InternalError(fmt::format("{}: gloo check failed: {}", what, e.what()));
+  } catch (const gloo::Exception& e) {
+    throw IoError(fmt::format("{}: {}", what, e.what()));
+  }
+}
+
+// gloo's typed setters only need the element width; reductions get the
+// real dtype through the combine function.
+template <class F>
+void with_word(size_t width, F&& f) {
+  switch (width) {
+    case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
+    case 4: f(uint32_t{}); return;
+    case 8: f(uint64_t{}); return;
+  }
+  throw InternalError(fmt::format("gloo: no word type for element size {}", width));
+}
+
+gloo::AllreduceOptions::Func combine_fn(DType dtype, ReduceKind kind) {
+  return [dtype, kind](void* out, const void* a, const void* b, size_t n) {
+    reduce_pair(out, a, b, n, dtype, kind);
+  };
+}
+
+uint8_t* bytes(const TensorView& t) { return static_cast<uint8_t*>(nonnull_data(t)); }
+
+class GlooProcessGroup final : public ProcessGroup {
+ public:
+  GlooProcessGroup(StorePtr store, int rank, int size, std::string name, Millis timeout)
+      : ProcessGroup(rank, size, std::move(name), timeout),
+        store_(std::move(store)),
+        queue_(std::make_unique<OpQueue>(fmt::format("gloo:{}", this->name()))) {
+    queue_->post_init([this] { connect(); });
+  }
+
+  std::string backend_name() const override { return "gloo"; }
+
+  void abort(const std::string& reason) override {
+    aborted_ = true;
+    queue_->abort(Status(ErrorCode::kAborted, fmt::format("gloo group '{}' (rank {} of {}) was "
+                                                          "aborted: {}", name(), rank(), size(), reason)));
+    std::lock_guard<std::mutex> g(inflight_mu_);
+    for (auto* buf : inflight_) {
+      buf->abortWaitRecv();
+      buf->abortWaitSend();
+    }
+  }
+
+  Status init_status() const override { return queue_->init_status(); }
+  void wait_ready(Deadline deadline) override { queue_->wait_init(deadline); }
+
+ protected:
+  void do_allreduce(const WorkPtr& work, const TensorView& t, const ReduceOp& op) override {
+    run(work, [this, t, op, tag = tag_of(work)](Millis left) {
+      const auto n = static_cast<size_t>(t.numel());
+      prepare_reduction(t.data(), n, t.dtype(), op);
+      allreduce_in_place(t.data(), n, t.dtype(), wire_kind(op), tag, left);
+      finalize_reduction(t.data(), n, t.dtype(), op, size());
+    });
+  }
+
+  void do_broadcast(const WorkPtr& work, const TensorView& t, int root) override {
+    run(work, [this, t, root, tag = tag_of(work)](Millis left) {
+      if (size() == 1 || t.nbytes() == 0) return;
+      gloo::BroadcastOptions o(context_);
+      o.setOutput(bytes(t), t.nbytes());
+      o.setRoot(root);
+      o.setTag(tag);
+      o.setTimeout(left);
+      gloo::broadcast(o);
+    });
+  }
+
+  // Non-roots' tensors are inputs only: they are left unchanged.
+  void do_reduce(const WorkPtr& work, const TensorView& t, int root, const ReduceOp& op) override {
+    run(work, [this, t, root, op, tag = tag_of(work)](Millis left) {
+      const auto n = static_cast<size_t>(t.numel());
+      if (n == 0) return;
+      ReduceInput in(t, op);
+      std::vector<uint8_t> scratch;
+      void* out = t.data();
+      if (rank() != root) {
+        scratch.resize(t.nbytes());
+        out = scratch.data();
+      }
+      if (size() == 1) {
+        std::memmove(out, in.data(), t.nbytes());
+      } else {
+        with_word(t.element_size(), [&](auto word) {
+          using W = decltype(word);
+          gloo::ReduceOptions o(context_);
+          if (in.data() != out) o.setInput(static_cast<W*>(const_cast<void*>(in.data())), n);
+          o.setOutput(static_cast<W*>(out), n);
+          o.setRoot(root);
+          o.setReduceFunction(combine_fn(t.dtype(), wire_kind(op)));
+          o.setTag(tag);
+          o.setTimeout(left);
+          gloo::reduce(o);
+        });
+      }
+      if (rank() == root) finalize_reduction(t.data(), n, t.dtype(), op, size());
+    });
+  }
+
+  void do_allgather(const WorkPtr& work, const TensorView& out, const TensorView& in) override {
+    run(work, [this, out, in, tag = tag_of(work)](Millis left) {
+      if (in.nbytes() == 0) return;
+      if (size() == 1) {
+        std::memmove(out.data(), in.data(), in.nbytes());
+        return;
+      }
+      gloo::AllgatherOptions o(context_);
+      o.setInput(bytes(in), in.nbytes());
+      o.setOutput(bytes(out), out.nbytes());
+      o.setTag(tag);
+      o.setTimeout(left);
+      gloo::allgather(o);
+    });
+  }
+
+  void do_gather(const WorkPtr& work, const TensorView& out, const TensorView& in, int root) override {
+    run(work, [this, out, in, root, tag = tag_of(work)](Millis left) {
+      if (in.nbytes() == 0) return;
+      if (size() == 1) {
+        std::memmove(out.data(), in.data(), in.nbytes());
+        return;
+      }
+      gloo::GatherOptions o(context_);
+      o.setInput(bytes(in), in.nbytes());
+      if (rank() == root) o.setOutput(bytes(out), out.nbytes());
+      o.setRoot(root);
+      o.setTag(tag);
+      o.setTimeout(left);
+      gloo::gather(o);
+    });
+  }
+
+  void do_scatter(const WorkPtr& work, const TensorView& out, const TensorView& in, int root) override {
+    run(work, [this, out, in, root, tag = tag_of(work)](Millis left) {
+      const size_t block = out.nbytes();
+      if (block == 0) return;
+      if (size() == 1) {
+        std::memmove(out.data(), in.data(), block);
+        return;
+      }
+      gloo::ScatterOptions o(context_);
+      if (rank() == root) {
+        std::vector<uint8_t*> blocks(size());
+        for (int r = 0; r < size(); ++r) blocks[r] = bytes(in) + r * block;
+        o.setInputs(blocks, block);
+      }
+      o.setOutput(bytes(out), block);
+      o.setRoot(root);
+      o.setTag(tag);
+      o.setTimeout(left);
+      gloo::scatter(o);
+    });
+  }
+
+  // gloo's new-style API has no reduce_scatter (gloo/reduce_scatter.h is the
+  // old algorithm class: typed, with bound buffers set up per instance and a
+  // stateless function pointer, so no per-dtype/op combine). Instead:
+  // allreduce a scratch copy of the input and keep this rank's block. That
+  // moves size() times the data of a true reduce_scatter, which is fine for
+  // the CPU fallback this backend is.
+  void do_reduce_scatter(const WorkPtr& work, const TensorView& out, const TensorView& in,
+                         const ReduceOp& op) override {
+    run(work, [this, out, in, op, tag = tag_of(work)](Millis left) {
+      if (out.nbytes() == 0) return;
+      std::vector<uint8_t> scratch(in.nbytes());
+      std::memcpy(scratch.data(), in.data(), in.nbytes());
+      const auto n = static_cast<size_t>(in.numel());
+      prepare_reduction(scratch.data(), n, in.dtype(), op);
+      allreduce_in_place(scratch.data(), n, in.dtype(), wire_kind(op), tag, left);
+      std::memcpy(out.data(), scratch.data() + rank() * out.nbytes(), out.nbytes());
+      finalize_reduction(out.data(), static_cast<size_t>(out.numel()), out.dtype(), op, size());
+    });
+  }
+
+  void do_all_to_all(const WorkPtr& work, const TensorView& out, const TensorView& in,
+                     const std::vector<int64_t>& out_splits,
+                     const std::vector<int64_t>& in_splits) override {
+    check_own_split(out_splits, in_splits, rank());
+    const auto width = static_cast<int64_t>(in.element_size());
+    std::vector<int64_t> out_bytes, in_bytes;
+    for (int r = 0; r < size(); ++r) {
+      out_bytes.push_back(out_splits[r] * width);
+      in_bytes.push_back(in_splits[r] * width);
+    }
+    run(work, [this, out, in, out_bytes, in_bytes, tag = tag_of(work)](Millis left) {
+      if (size() == 1) {
+        std::memmove(bytes(out), bytes(in), in.nbytes());
+        return;
+      }
+      gloo::AlltoallvOptions o(context_);
+      o.setInput(bytes(in), in_bytes);
+      o.setOutput(bytes(out), out_bytes);
+      o.setTag(tag);
+      o.setTimeout(left);
+      gloo::alltoallv(o);
+    });
+  }
+
+  void do_barrier(const WorkPtr& work) override {
+    run(work, [this, tag = tag_of(work)](Millis left) {
+      if (size() == 1) return;
+      gloo::BarrierOptions o(context_);
+      o.setTag(tag);
+      o.setTimeout(left);
+      gloo::barrier(o);
+    });
+  }
+
+  // Everything is posted first, then waited for: no ordering deadlock.
+  // gloo matches a send and a recv by (peer, slot); the user tag is the slot
+  // (collectives use slots with a non-zero prefix byte, so they never clash).
+  void do_batch_p2p(const WorkPtr& work, const std::vector<P2POp>& ops) override {
+    run(work, [this, ops](Millis left) {
+      const Deadline deadline = Deadline::after(left);
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
+      for (const auto& op : ops) {
+        bufs.push_back(context_->createUnboundBuffer(nonnull_data(op.tensor), op.tensor.nbytes()));
+        if (op.kind == P2POp::Kind::kSend) bufs.back()->send(op.peer, static_cast<uint64_t>(op.tag));
+        else bufs.back()->recv(op.peer, static_cast<uint64_t>(op.tag));
+      }
+      InflightGuard guard(*this, bufs);
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const bool send = ops[i].kind == P2POp::Kind::kSend;
+        const std::string what =
+            fmt::format("{} rank {} (tag {}, {} bytes) on gloo group '{}' (rank {} of {})",
+                        send ? "send to" : "recv from", ops[i].peer, ops[i].tag,
+                        ops[i].tensor.nbytes(), name(), rank(), size());
+        bool done = false;
+        try {
+          auto ms = std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline.remaining()));
+          done = send ? bufs[i]->waitSend(ms) : bufs[i]->waitRecv(ms);
+        } catch (...) {
+          rethrow_gloo_error(what);
+        }
+        if (!done) throw AbortedError(fmt::format("{}: group '{}' was aborted", what, name()));
+      }
+    });
+  }
+
+  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, int new_rank,
+                                              const std::string& tag) override {
+    return std::make_shared<GlooProcessGroup>(make_prefix_store(tag, store_), new_rank,
+                                              static_cast<int>(ranks.size()), tag, timeout());
+  }
+
+ private:
+  // Registers p2p buffers so abort() can wake their waits.
+  class InflightGuard {
+   public:
+    InflightGuard(GlooProcessGroup& pg,
+                  const std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& bufs)
+        : pg_(pg), bufs_(bufs) {
+      {
+        std::lock_guard<std::mutex> g(pg_.inflight_mu_);
+        for (const auto& b : bufs_) pg_.inflight_.push_back(b.get());
+      }
+      // abort() sets the flag before it wakes registered buffers: an abort
+      // that came before this registration is seen here.
+      if (pg_.aborted_) {
+        remove();
+        throw AbortedError(fmt::format("group '{}' was aborted", pg_.name()));
+      }
+    }
+    ~InflightGuard() { remove(); }
+
+   private:
+    void remove() {
+      std::lock_guard<std::mutex> g(pg_.inflight_mu_);
+      auto& v = pg_.inflight_;
+      for (const auto& b : bufs_) v.erase(std::remove(v.begin(), v.end(), b.get()), v.end());
+    }
+    GlooProcessGroup& pg_;
+    const std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& bufs_;
+  };
+
+  static uint32_t tag_of(const WorkPtr& work) { return static_cast<uint32_t>(work->seq()); }
+
+  // Runs on the worker: rendezvous through the store, then one TCP pair per peer.
+  void connect() {
+    auto device = make_gloo_device();
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank(), size());
+    context->setTimeout(timeout());
+    GlooStoreAdapter store(make_prefix_store(fmt::format("gloo/{}", name()), store_), timeout());
+    try {
+      context->connectFullMesh(store, device);
+    } catch (...) {
+      rethrow_gloo_error(fmt::format("gloo group '{}' connecting rank {} of {}", name(), rank(), size()));
+    }
+    context_ = std::move(context);
+    SINEW_INFO(kInit, "gloo group '{}': rank {} of {} connected", name(), rank(), size());
+  }
+
+  // Queues `body` with the time left until the op's deadline.
+  void run(const WorkPtr& work, std::function<void(Millis)> body) {
+    const Deadline deadline = Deadline::after(timeout());
+    std::string what = fmt::format("{} (seq {}) on gloo group '{}' (rank {} of {})", work->op_name(),
+                                   work->seq(), name(), rank(), size());
+    queue_->post(work, [this, deadline, what = std::move(what), body = std::move(body)] {
+      if (deadline.expired())
+        throw TimeoutError(fmt::format("{} waited behind earlier operations past the group timeout "
+                                       "({} ms)", what, timeout().count()));
+      try {
+        body(std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline.remaining())));
+      } catch (...) {
+        rethrow_gloo_error(what);
+      }
+    });
+  }
+
+  void allreduce_in_place(void* data, size_t n, DType dtype, ReduceKind kind, uint32_t tag, Millis left) {
+    if (size() == 1 || n == 0) return;
+    with_word(dtype_size(dtype), [&](auto word) {
+      using W = decltype(word);
+      gloo::AllreduceOptions o(context_);
+      o.setOutput(static_cast<W*>(data), n);
+      o.setReduceFunction(combine_fn(dtype, kind));
+      o.setTag(tag);
+      o.setTimeout(left);
+      gloo::allreduce(o);
+    });
+  }
+
+  StorePtr store_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;  // set by connect(), used on the worker
+  std::mutex inflight_mu_;
+  std::vector<gloo::transport::UnboundBuffer*> inflight_;
+  // Last: destroyed first, so the worker is joined before what it uses goes.
+  std::unique_ptr<OpQueue> queue_;
+};
+
+}  // namespace
+
+ProcessGroupPtr make_gloo_process_group(const GroupOptions& options) {
+  SINEW_ARG_CHECK(options.store != nullptr, "store", "nullptr",
+                  "a store for the gloo rendezvous (GroupOptions::store)");
+  return std::make_shared<GlooProcessGroup>(options.store, options.rank, options.size, options.name,
+                                            options.timeout);
+}
+
+}  // namespace sinew::dist

@@ -1,0 +1,216 @@
+#include "sinew/dist/init.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <mutex>
+
+#include "sinew/core/env.h"
+#include "sinew/core/error.h"
+#include "sinew/core/log.h"
+#include "sinew/dist/tcp_store.h"
+
+namespace sinew::dist {
+namespace {
+
+int parse_int_env(const char* name, const std::string& text) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw InvalidArgument::make(name, fmt::format("'{}'", text), "an integer");
+  return v;
+}
+
+std::optional<int> int_env(const char* name) {
+  auto text = getenv_opt(name);
+  if (!text) return std::nullopt;
+  return parse_int_env(name, *text);
+}
+
+int int_env_or(const char* name, int fallback) { return int_env(name).value_or(fallback); }
+
+// SLURM_TASKS_PER_NODE lists counts per node in node order, compressed as
+// "2(x3),1": the count for `node` (or the first count if the list is short).
+int slurm_tasks_on_node(const std::string& text, int node) {
+  std::vector<int> counts;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    int repeat = 1;
+    if (auto paren = item.find("(x"); paren != std::string::npos && item.back() == ')') {
+      repeat = parse_int_env("SLURM_TASKS_PER_NODE", item.substr(paren + 2, item.size() - paren - 3));
+      item.resize(paren);
+    }
+    int n = parse_int_env("SLURM_TASKS_PER_NODE", item);
+    for (int i = 0; i < repeat && counts.size() < 65536; ++i) counts.push_back(n);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (node >= 0 && node < static_cast<int>(counts.size())) return counts[node];
+  return counts.front();
+}
+
+// The first host of a SLURM node list in its simple forms: "a,b" and
+// "prefix[01-04,07]suffix" -> "prefix01suffix".
+std::string first_slurm_host(const std::string& list) {
+  size_t bracket = list.find('[');
+  size_t comma = list.find(',');
+  if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket))
+    return list.substr(0, comma);
+  size_t close = list.find(']', bracket);
+  if (close == std::string::npos)
+    throw InvalidArgument::make("SLURM_JOB_NODELIST", fmt::format("'{}'", list),
+                                "a node list such as 'node[01-04]' or 'a,b'");
+  std::string inner = list.substr(bracket + 1, close - bracket - 1);
+  std::string first = inner.substr(0, inner.find_first_of(",-"));
+  std::string suffix = list.substr(close + 1);
+  suffix = suffix.substr(0, suffix.find(','));
+  return list.substr(0, bracket) + first + suffix;
+}
+
+void validate(LaunchEnv& env, const char* rank_var, const char* size_var) {
+  if (env.world_size < 1)
+    throw InvalidArgument::make(size_var, std::to_string(env.world_size), "at least 1");
+  if (env.rank < 0 || env.rank >= env.world_size)
+    throw InvalidArgument::make(rank_var, std::to_string(env.rank),
+                                fmt::format("0 <= {} < {} ({})", rank_var, size_var, env.world_size));
+  if (env.local_world_size < 1) env.local_world_size = 1;
+  if (env.master_port < 0 || env.master_port > 65535)
+    throw InvalidArgument::make("MASTER_PORT", std::to_string(env.master_port), "a TCP port (1-65535)");
+}
+
+void read_common(LaunchEnv& env) {
+  env.master_addr = getenv_opt("MASTER_ADDR").value_or(env.master_addr);
+  env.master_port = int_env_or("MASTER_PORT", env.master_port);
+  env.token = getenv_opt("SINEW_STORE_TOKEN").value_or("");
+}
+
+struct InitState {
+  std::mutex mu;
+  StorePtr job_store;
+  // Rank 0 hosts the store when no launcher does; it must outlive every
+  // group created from it, so it lives as long as the process.
+  std::unique_ptr<TcpStoreServer> hosted;
+};
+
+InitState& state() {
+  static InitState s;
+  return s;
+}
+
+StorePtr connect_store(const LaunchEnv& env, const InitOptions& options) {
+  if (env.launcher == "single") return make_memory_store();
+  TcpStoreOptions o;
+  o.host = env.master_addr;
+  o.port = env.master_port;
+  o.token = env.token;
+  o.timeout = options.timeout;
+  o.connect_timeout = options.timeout;
+  if (env.store_hosted) {
+    // Every attempt gets a clean key space, as torchrun's agent store does
+    // for its workers ("/worker/attempt_<n>").
+    return make_prefix_store(fmt::format("worker/attempt_{}", env.restart_count), make_tcp_store(o));
+  }
+  // torchrun's own c10d store already listens on MASTER_PORT when workers
+  // are told to use the agent store; ours takes the next port.
+  if (getenv_opt("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") ++o.port;
+  if (env.rank == 0) {
+    auto& s = state();
+    std::lock_guard<std::mutex> g(s.mu);
+    if (!s.hosted || s.hosted->port() != o.port) {
+      s.hosted.reset();
+      s.hosted = std::make_unique<TcpStoreServer>(o.host, o.port, env.token);
+      SINEW_INFO(kInit, "rank 0 hosts the job store at {}:{} (launcher {})", o.host, o.port,
+                 env.launcher);
+    }
+  }
+  return make_tcp_store(o);
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env() {
+  LaunchEnv env;
+  if (getenv_opt("RANK") && getenv_opt("WORLD_SIZE")) {
+    env.store_hosted = getenv_opt("SINEW_STORE_HOSTED").value_or("") == "1";
+    env.launcher = env.store_hosted ? "sinew" : "torchrun";
+    env.rank = *int_env("RANK");
+    env.world_size = *int_env("WORLD_SIZE");
+    env.local_rank = int_env_or("LOCAL_RANK", 0);
+    env.local_world_size = int_env_or("LOCAL_WORLD_SIZE", 1);
+    env.node_rank = int_env_or("GROUP_RANK", 0);
+    env.restart_count = int_env_or("TORCHELASTIC_RESTART_COUNT", 0);
+    env.run_id = getenv_opt("TORCHELASTIC_RUN_ID").value_or("");
+    read_common(env);
+    validate(env, "RANK", "WORLD_SIZE");
+  } else if (getenv_opt("OMPI_COMM_WORLD_RANK") && getenv_opt("OMPI_COMM_WORLD_SIZE")) {
+    env.launcher = "mpirun";
+    env.rank = *int_env("OMPI_COMM_WORLD_RANK");
+    env.world_size = *int_env("OMPI_COMM_WORLD_SIZE");
+    env.local_rank = int_env_or("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    env.local_world_size = int_env_or("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    read_common(env);
+    validate(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+    // Open MPI exports no node index; this holds for its default by-slot mapping.
+    env.node_rank = env.rank / env.local_world_size;
+  } else if (getenv_opt("SLURM_PROCID") && getenv_opt("SLURM_NTASKS")) {
+    env.launcher = "srun";
+    env.rank = *int_env("SLURM_PROCID");
+    env.world_size = *int_env("SLURM_NTASKS");
+    env.local_rank = int_env_or("SLURM_LOCALID", 0);
+    env.node_rank = int_env_or("SLURM_NODEID", 0);
+    if (auto n = int_env("SLURM_NTASKS_PER_NODE")) {
+      env.local_world_size = *n;
+    } else if (auto t = getenv_opt("SLURM_TASKS_PER_NODE")) {
+      env.local_world_size = slurm_tasks_on_node(*t, env.node_rank);
+    }
+    read_common(env);
+    if (!getenv_opt("MASTER_ADDR")) {
+      // Rank 0 runs on the first node of the step.
+      auto list = getenv_opt("SLURM_STEP_NODELIST");
+      if (!list) list = getenv_opt("SLURM_JOB_NODELIST");
+      if (list) env.master_addr = first_slurm_host(*list);
+    }
+    validate(env, "SLURM_PROCID", "SLURM_NTASKS");
+  } else {
+    env.launcher = "single";
+    env.token = getenv_opt("SINEW_STORE_TOKEN").value_or("");
+  }
+  return env;
+}
+
+ProcessGroupPtr init_process_group(const InitOptions& options) {
+  LaunchEnv env = read_launch_env();
+  set_log_rank(env.rank);
+  GroupOptions g;
+  g.backend = !options.backend.empty() ? options.backend
+                                       : getenv_opt("SINEW_BACKEND").value_or("sinew");
+  g.rank = env.rank;
+  g.size = env.world_size;
+  g.name = "default";
+  g.timeout = options.timeout;
+  g.transport = options.transport;
+  SINEW_INFO(kInit, "joining as rank {} of {} (launcher {}, backend {})", env.rank,
+             env.world_size, env.launcher, g.backend);
+  StorePtr store;
+  if (g.backend != "mpi") {
+    store = connect_store(env, options);
+    g.store = make_prefix_store("default", store);
+  }
+  auto group = create_process_group(g);
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().job_store = store;
+  return group;
+}
+
+StorePtr job_store() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (!state().job_store)
+    throw InvalidArgument::make("job_store()", "no store",
+                                "init_process_group() called first with a store-based backend "
+                                "(the mpi backend uses none)");
+  return state().job_store;
+}
+
+}  // namespace sinew::dist

@@ -1,0 +1,577 @@
+// The UCX point-to-point transport (tag matching over one UCP worker).
+//
+// Wire format: every message is a 16-byte header {user tag, payload bytes}
+// followed by the payload, sent as one UCX message. The 64-bit UCX tag is
+// [source rank: 20 bits | per-pair sequence number: 44 bits], so the k-th
+// receive posted for a peer takes exactly the k-th message that peer sent us:
+// ordering and matching are by position, never by the user's tag.
+//
+// Receives are not pre-posted: a receive probes for its (rank, sequence) tag
+// and, once the message is there, learns its real length before accepting
+// it. A message of the expected length lands directly in the user's buffer
+// (header split off with an iov); any other length is drained into a scratch
+// buffer so the receive can fail naming what was sent, and the sender still
+// completes.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <poll.h>
+#include <ucp/api/ucp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <unordered_map>
+
+#include "dist/ucx/ucx_context.h"
+#include "sinew/core/check.h"
+#include "sinew/core/env.h"
+#include "sinew/core/log.h"
+#include "sinew/dist/transport.h"
+
+namespace sinew::dist {
+namespace ucx {
+namespace {
+
+inline const EnvParam<int64_t> kCloseTimeoutMs{
+    "SINEW_UCX_CLOSE_TIMEOUT_MS", 2000,
+    "how long destroying a UCX transport waits for endpoints to flush before dropping them"};
+
+constexpr int kRankBits = 20;
+constexpr int kSeqBits = 64 - kRankBits;
+constexpr int kMaxRanks = 1 << kRankBits;
+constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
+constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+// The user tag of the zero-byte message each pair exchanges while
+// connecting; it takes sequence number 0, so user messages never see it.
+constexpr uint64_t kHelloTag = 0x73696e6577ull;  // "sinew"
+// Upper bound on one blocking poll, so abort and deadlines are noticed.
+constexpr int kPollSliceMs = 10;
+
+ucp_tag_t wire_tag(int src, uint64_t seq) {
+  return (static_cast<uint64_t>(src) << kSeqBits) | (seq & kSeqMask);
+}
+
+struct WireHeader {
+  uint64_t tag;
+  uint64_t bytes;
+};
+
+bool is_connection_error(ucs_status_t s) {
+  switch (s) {
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_TIMED_OUT:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_IO_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status peer_lost(int peer, ucs_status_t why) {
+  return Status(ErrorCode::kPeerLost,
+                fmt::format("UCX connection to rank {} lost ({}): the peer exited or its network "
+                            "failed; re-create the group without it or restart the job",
+                            peer, ucs_status_string(why)),
+                {peer});
+}
+
+class UcxTransport;
+
+class UcxRequest final : public TransportRequest {
+ public:
+  enum class Kind { kSend, kRecv };
+
+  UcxRequest(UcxTransport* owner, Kind kind, int peer, uint64_t tag, void* data, size_t bytes)
+      : owner(owner), kind(kind), peer(peer), tag(tag), data(data), bytes(bytes) {}
+
+  bool test() override { return done_.load(std::memory_order_acquire); }
+  Status status() const override {
+    return done_.load(std::memory_order_acquire) ? status_ : Status::ok();
+  }
+
+  // Called on the transport's thread only; the first outcome wins.
+  void finish(Status s) {
+    if (done_.load(std::memory_order_relaxed)) return;
+    status_ = std::move(s);
+    done_.store(true, std::memory_order_release);
+  }
+
+  std::string describe() const {
+    return fmt::format("{} rank {} (tag {}, {} bytes)", kind == Kind::kSend ? "send to" : "recv from",
+                       peer, tag, bytes);
+  }
+
+  UcxTransport* const owner;
+  const Kind kind;
+  const int peer;
+  const uint64_t tag;
+  void* const data;
+  const size_t bytes;
+  ucp_tag_t wire = 0;
+  WireHeader header{};
+  ucp_dt_iov_t iov[2]{};
+  std::vector<uint8_t> scratch;  // a receive whose message has the wrong length
+  bool length_mismatch = false;
+
+ private:
+  std::atomic<bool> done_{false};
+  Status status_;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(StorePtr store, int rank, int size, Deadline deadline)
+      : rank_(rank), size_(size), send_seq_(size, 0), recv_seq_(size, 0), lost_(size, UCS_OK) {
+    context_ = make_context(static_cast<size_t>(size));
+    worker_ = make_worker(context_.get());
+    event_fd_ = worker_event_fd(worker_.get());
+    try {
+      connect(*store, deadline);
+    } catch (...) {
+      release(/*force=*/true, Status(ErrorCode::kAborted, "UCX transport setup failed"));
+      throw;
+    }
+  }
+
+  ~UcxTransport() override {
+    bool force = aborted_ || std::any_of(lost_.begin(), lost_.end(),
+                                         [](ucs_status_t s) { return s != UCS_OK; });
+    release(force, Status(ErrorCode::kAborted, "UCX transport destroyed before the request completed"));
+  }
+
+  std::string name() const override { return "ucx"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  RequestPtr isend(int peer, uint64_t tag, const void* data, size_t bytes) override {
+    check_args(peer, data, bytes);
+    auto r = std::make_shared<UcxRequest>(this, UcxRequest::Kind::kSend, peer, tag,
+                                          const_cast<void*>(data), bytes);
+    r->wire = wire_tag(rank_, send_seq_[peer]++);
+    if (abort_requested_.load(std::memory_order_acquire)) abort_all();
+    if (aborted_) {
+      r->finish(aborted_status());
+      return r;
+    }
+    if (lost_[peer] != UCS_OK) {
+      r->finish(peer_lost(peer, lost_[peer]));
+      return r;
+    }
+    r->header = {tag, bytes};
+    r->iov[0] = {&r->header, sizeof(WireHeader)};
+    r->iov[1] = {r->data, bytes};
+    ucp_request_param_t param = request_param(r.get(), ucp_dt_make_iov());
+    param.cb.send = &on_send_done;
+    ucs_status_ptr_t sp = ucp_tag_send_nbx(eps_[peer], r->iov, bytes ? 2 : 1, r->wire, &param);
+    track(r, sp);
+    return r;
+  }
+
+  RequestPtr irecv(int peer, uint64_t tag, void* data, size_t bytes) override {
+    check_args(peer, data, bytes);
+    auto r = std::make_shared<UcxRequest>(this, UcxRequest::Kind::kRecv, peer, tag, data, bytes);
+    r->wire = wire_tag(peer, recv_seq_[peer]++);
+    if (abort_requested_.load(std::memory_order_acquire)) abort_all();
+    if (aborted_) {
+      r->finish(aborted_status());
+      return r;
+    }
+    probing_.push_back(r);
+    return r;
+  }
+
+  void wait(std::span<const RequestPtr> requests, Deadline deadline) override {
+    std::vector<UcxRequest*> reqs;
+    reqs.reserve(requests.size());
+    for (const auto& rp : requests) {
+      auto* r = dynamic_cast<UcxRequest*>(rp.get());
+      SINEW_ARG_CHECK(r != nullptr && r->owner == this, "request",
+                      rp ? "a request of another transport" : "nullptr",
+                      "a request from this UCX transport's isend/irecv");
+      reqs.push_back(r);
+    }
+    const auto start = Clock::now();
+    while (true) {
+      progress();
+      bool all_done = true;
+      for (auto* r : reqs) {
+        if (!r->test()) {
+          all_done = false;
+        } else if (!r->status().is_ok()) {
+          r->status().throw_if_error();
+        }
+      }
+      if (all_done) return;
+      if (deadline.expired()) throw_timeout(reqs, start);
+      idle_wait(deadline);
+    }
+  }
+
+  void abort() override {
+    abort_requested_.store(true, std::memory_order_release);
+    ucp_worker_signal(worker_.get());  // thread-safe: wakes a waiter blocked in poll()
+  }
+
+ private:
+  static ucp_request_param_t request_param(UcxRequest* r, ucp_datatype_t datatype) {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_DATATYPE;
+    p.datatype = datatype;
+    p.user_data = r;
+    return p;
+  }
+
+  void check_args(int peer, const void* data, size_t bytes) const {
+    SINEW_ARG_CHECK(peer >= 0 && peer < size_, "peer", peer, fmt::format("a rank in [0, {})", size_));
+    SINEW_ARG_CHECK(data != nullptr || bytes == 0, "data", "nullptr",
+                    fmt::format("a buffer of {} bytes", bytes));
+  }
+
+  // --- connection setup ---------------------------------------------------
+
+  void connect(Store& store, Deadline deadline) {
+    SINEW_ARG_CHECK(size_ >= 1 && size_ <= kMaxRanks, "size", size_,
+                    fmt::format("1 to {} ranks", kMaxRanks));
+    SINEW_ARG_CHECK(rank_ >= 0 && rank_ < size_, "rank", rank_, fmt::format("a rank in [0, {})", size_));
+    store.set(addr_key(rank_), worker_address(worker_.get()));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(addr_key(r));
+    try {
+      store.wait(keys, deadline.is_never() ? store.timeout()
+                                           : std::chrono::duration_cast<Millis>(deadline.remaining()));
+    } catch (const TimeoutError&) {
+      std::vector<int> missing;
+      for (int r = 0; r < size_; ++r)
+        if (!store.check({addr_key(r)})) missing.push_back(r);
+      throw TimeoutError(fmt::format(
+          "UCX rendezvous timed out: ranks {} did not publish their worker address (store key "
+          "ucx/addr/<rank>) before the deadline; are they running?",
+          missing));
+    }
+    std::vector<Bytes> addrs = store.multi_get(keys);
+
+    err_args_.resize(size_);
+    eps_.assign(size_, nullptr);
+    for (int p = 0; p < size_; ++p) {
+      err_args_[p] = {this, p};
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.address = reinterpret_cast<const ucp_address_t*>(addrs[p].data());
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = &on_ep_error;
+      ep.err_handler.arg = &err_args_[p];
+      ucs_status_t st = ucp_ep_create(worker_.get(), &ep, &eps_[p]);
+      if (st != UCS_OK) {
+        eps_[p] = nullptr;
+        throw IoError(fmt::format("UCX cannot create an endpoint to rank {}: {}", p,
+                                  ucs_status_string(st)));
+      }
+    }
+
+    // Wire up every pair now, so a peer that dies later is noticed through
+    // its broken connection rather than only when a message is due.
+    std::vector<RequestPtr> hello;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      hello.push_back(isend(p, kHelloTag, nullptr, 0));
+      hello.push_back(irecv(p, kHelloTag, nullptr, 0));
+    }
+    try {
+      wait(hello, deadline);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(fmt::format("UCX connect: {}", e.what()));
+    }
+    SINEW_INFO(kUcx, "rank {}/{} connected over UCX (TLS '{}')", rank_, size_,
+               effective_settings().tls);
+    if (log_enabled(LogLevel::kDebug, LogSubsys::kUcx)) log_endpoints();
+  }
+
+  static std::string addr_key(int r) { return fmt::format("ucx/addr/{}", r); }
+
+  void log_endpoints() {
+    for (int p = 0; p < size_; ++p) {
+      char* text = nullptr;
+      size_t len = 0;
+      FILE* f = open_memstream(&text, &len);
+      if (!f) return;
+      ucp_ep_print_info(eps_[p], f);
+      std::fclose(f);
+      SINEW_DEBUG(kUcx, "endpoint to rank {}:\n{}", p, std::string(text, len));
+      std::free(text);
+    }
+  }
+
+  // --- progress -------------------------------------------------------------
+
+  void progress() {
+    if (abort_requested_.load(std::memory_order_acquire)) abort_all();
+    if (aborted_) return;
+    while (ucp_worker_progress(worker_.get()) != 0) {
+    }
+    service_probes();
+  }
+
+  void service_probes() {
+    for (auto it = probing_.begin(); it != probing_.end();) {
+      UcxRequest& r = **it;
+      ucp_tag_recv_info_t info{};
+      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_.get(), r.wire, kFullMask, 1, &info);
+      if (msg != nullptr) {
+        std::shared_ptr<UcxRequest> req = std::move(*it);
+        it = probing_.erase(it);
+        start_recv(req, msg, info.length);
+      } else if (lost_[r.peer] != UCS_OK) {
+        r.finish(peer_lost(r.peer, lost_[r.peer]));
+        it = probing_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void start_recv(const std::shared_ptr<UcxRequest>& r, ucp_tag_message_h msg, size_t length) {
+    void* buffer;
+    size_t count;
+    ucp_datatype_t dt;
+    if (length == sizeof(WireHeader) + r->bytes) {
+      r->iov[0] = {&r->header, sizeof(WireHeader)};
+      r->iov[1] = {r->data, r->bytes};
+      buffer = r->iov;
+      count = r->bytes ? 2 : 1;
+      dt = ucp_dt_make_iov();
+    } else {
+      r->length_mismatch = true;
+      r->scratch.resize(length);
+      buffer = r->scratch.data();
+      count = length;
+      dt = ucp_dt_make_contig(1);
+    }
+    ucp_request_param_t param = request_param(r.get(), dt);
+    param.cb.recv = &on_recv_done;
+    track(r, ucp_tag_msg_recv_nbx(worker_.get(), buffer, count, msg, &param));
+  }
+
+  // Keeps `r` alive while UCX owns an operation on it, or completes it now.
+  void track(const std::shared_ptr<UcxRequest>& r, ucs_status_ptr_t sp) {
+    if (UCS_PTR_IS_PTR(sp)) {
+      inflight_.emplace(r.get(), InFlight{r, sp});
+    } else {
+      complete(*r, UCS_PTR_STATUS(sp));
+    }
+  }
+
+  static void on_send_done(void* request, ucs_status_t status, void* user_data) {
+    auto* r = static_cast<UcxRequest*>(user_data);
+    r->owner->complete_from_callback(r, request, status);
+  }
+
+  static void on_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t*,
+                           void* user_data) {
+    auto* r = static_cast<UcxRequest*>(user_data);
+    r->owner->complete_from_callback(r, request, status);
+  }
+
+  void complete_from_callback(UcxRequest* r, void* ucx_request, ucs_status_t status) {
+    ucp_request_free(ucx_request);
+    complete(*r, status);
+    inflight_.erase(r);  // may drop the last reference to *r
+  }
+
+  void complete(UcxRequest& r, ucs_status_t status) {
+    if (status == UCS_ERR_CANCELED) {
+      r.finish(aborted_ ? aborted_status() : lost_[r.peer] != UCS_OK ? peer_lost(r.peer, lost_[r.peer])
+                                                                     : closed_status());
+    } else if (status != UCS_OK) {
+      if (lost_[r.peer] != UCS_OK || is_connection_error(status)) {
+        r.finish(peer_lost(r.peer, lost_[r.peer] != UCS_OK ? lost_[r.peer] : status));
+      } else {
+        r.finish(Status(ErrorCode::kIoError, fmt::format("UCX {} failed: {}", r.describe(),
+                                                         ucs_status_string(status))));
+      }
+    } else if (r.kind == UcxRequest::Kind::kRecv) {
+      r.finish(check_match(r));
+    } else {
+      r.finish(Status::ok());
+    }
+  }
+
+  static Status check_match(UcxRequest& r) {
+    size_t got_bytes = r.bytes;
+    if (r.length_mismatch) {
+      if (r.scratch.size() < sizeof(WireHeader))
+        return Status(ErrorCode::kInternal,
+                      fmt::format("UCX {}: got a {}-byte message, shorter than sinew's header",
+                                  r.describe(), r.scratch.size()));
+      std::memcpy(&r.header, r.scratch.data(), sizeof(WireHeader));
+      got_bytes = r.scratch.size() - sizeof(WireHeader);
+      r.scratch = {};
+    }
+    if (!r.length_mismatch && r.header.tag == r.tag) return Status::ok();
+    InvalidArgument e = InvalidArgument::make(
+        fmt::format("recv from rank {}", r.peer),
+        fmt::format("tag {} with {} bytes (the next message rank {} sent)", r.header.tag, got_bytes, r.peer),
+        fmt::format("tag {} with {} bytes: sends and receives between a pair must match in order",
+                    r.tag, r.bytes));
+    return Status(ErrorCode::kInvalidArgument, e.what());
+  }
+
+  static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* a = static_cast<PeerErrorArg*>(arg);
+    a->self->lost_[a->peer] = status;
+    SINEW_WARN(kUcx, "rank {}: UCX endpoint to rank {} failed: {}", a->self->rank_, a->peer,
+               ucs_status_string(status));
+  }
+
+  void idle_wait(Deadline deadline) {
+    ucs_status_t st = ucp_worker_arm(worker_.get());
+    if (st == UCS_ERR_BUSY) return;  // events arrived since the last progress
+    check_ucs(st, "ucp_worker_arm");
+    int ms = kPollSliceMs;
+    int left = deadline.remaining_ms_for_poll();
+    if (left >= 0) ms = std::clamp(left, 1, kPollSliceMs);
+    pollfd pfd{event_fd_, POLLIN, 0};
+    ::poll(&pfd, 1, ms);
+  }
+
+  [[noreturn]] void throw_timeout(const std::vector<UcxRequest*>& reqs, Clock::time_point start) {
+    constexpr size_t kListed = 8;
+    std::vector<int> peers;
+    std::vector<std::string> pending;
+    size_t npending = 0;
+    for (auto* r : reqs) {
+      if (r->test()) continue;
+      if (std::find(peers.begin(), peers.end(), r->peer) == peers.end()) peers.push_back(r->peer);
+      if (npending++ < kListed) pending.push_back(r->describe());
+    }
+    std::sort(peers.begin(), peers.end());
+    auto waited = std::chrono::duration_cast<Millis>(Clock::now() - start).count();
+    throw TimeoutError(fmt::format("UCX wait on rank {} timed out after {} ms, still awaiting ranks {}: {}{}",
+                                   rank_, waited, peers, fmt::join(pending, "; "),
+                                   npending > kListed ? "; ..." : ""));
+  }
+
+  // --- abort and teardown ---------------------------------------------------
+
+  Status aborted_status() const {
+    return Status(ErrorCode::kAborted, fmt::format("UCX transport of rank {} was aborted", rank_));
+  }
+  Status closed_status() const {
+    return Status(ErrorCode::kAborted, fmt::format("UCX transport of rank {} was closed", rank_));
+  }
+
+  // Runs on the transport's thread once abort() was requested: ends every
+  // UCX operation, so no user buffer is touched after its request failed.
+  void abort_all() {
+    if (aborted_) return;
+    aborted_ = true;
+    SINEW_INFO(kUcx, "rank {}: aborting UCX transport", rank_);
+    shut_down(/*force=*/true, aborted_status());
+  }
+
+  // Fails what is pending with `why`, closes endpoints (flushing them
+  // unless `force`) with a bounded wait, and completes every UCX operation.
+  void shut_down(bool force, const Status& why) {
+    if (!worker_) return;
+    for (auto& r : probing_) r->finish(why);
+    probing_.clear();
+    std::vector<std::pair<UcxRequest*, void*>> ops;
+    for (auto& [r, op] : inflight_) ops.emplace_back(r, op.ucx);
+    for (auto& [r, ucx] : ops)
+      if (r->kind == UcxRequest::Kind::kRecv) ucp_request_cancel(worker_.get(), ucx);
+    // A send still in flight waits for its receiver; only a forced close ends it.
+    close_endpoints(force || !inflight_.empty());
+    for (auto& [r, op] : inflight_) r->finish(why);
+  }
+
+  // Ends everything, then destroys the worker while this object (which UCX
+  // callbacks reach through their requests) is still whole.
+  void release(bool force, const Status& why) {
+    shut_down(force, why);
+    worker_.reset();
+    context_.reset();
+  }
+
+  void close_endpoints(bool force) {
+    std::vector<void*> closing;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    for (auto& ep : eps_) {
+      if (!ep) continue;
+      ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
+      if (UCS_PTR_IS_PTR(sp)) closing.push_back(sp);
+      ep = nullptr;
+    }
+    Deadline until = Deadline::after(Millis(kCloseTimeoutMs.get()));
+    while (!until.expired() && (!closing.empty() || !inflight_.empty())) {
+      while (ucp_worker_progress(worker_.get()) != 0) {
+      }
+      std::erase_if(closing, [](void* req) {
+        if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
+        ucp_request_free(req);
+        return true;
+      });
+      if (!closing.empty() || !inflight_.empty()) idle_wait(until);
+    }
+    if (!closing.empty())
+      SINEW_WARN(kUcx, "rank {}: {} UCX endpoints did not close within {} ms; dropping them", rank_,
+                 closing.size(), kCloseTimeoutMs.get());
+    for (void* req : closing) ucp_request_free(req);  // released when UCX is done with it
+  }
+
+  struct PeerErrorArg {
+    UcxTransport* self;
+    int peer;
+  };
+  struct InFlight {
+    std::shared_ptr<UcxRequest> request;
+    void* ucx;
+  };
+
+  const int rank_;
+  const int size_;
+  ContextPtr context_;
+  WorkerPtr worker_;
+  int event_fd_ = -1;
+  std::vector<ucp_ep_h> eps_;
+  std::vector<PeerErrorArg> err_args_;
+  std::vector<uint64_t> send_seq_;
+  std::vector<uint64_t> recv_seq_;
+  std::vector<ucs_status_t> lost_;  // UCS_OK while the peer's endpoint is healthy
+  std::list<std::shared_ptr<UcxRequest>> probing_;  // receives waiting for their message
+  std::unordered_map<UcxRequest*, InFlight> inflight_;
+  std::atomic<bool> abort_requested_{false};
+  bool aborted_ = false;
+};
+
+}  // namespace
+}  // namespace ucx
+
+TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline) {
+  if (!store) throw InvalidArgument::make("store", "nullptr", "a store to rendezvous through");
+  return std::make_unique<ucx::UcxTransport>(std::move(store), rank, size, deadline);
+}
+
+bool ucx_transport_available() {
+  static const bool available = [] {
+    try {
+      ucx::make_context(1);
+      return true;
+    } catch (const Error& e) {
+      SINEW_INFO(kUcx, "UCX transport unavailable: {}", e.what());
+      return false;
+    }
+  }();
+  return available;
+}
+
+}  // namespace sinew::dist

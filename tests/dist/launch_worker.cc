@@ -1,0 +1,99 @@
+// The worker program launcher_test runs under `sinew run`. Its arguments are
+// steps executed in order:
+//   print-env              one line with the launcher's variables
+//   launch-env             one line with what read_launch_env() parsed
+//   print-pid              "pid=<pid>"
+//   stderr:TEXT            TEXT and a newline on stderr
+//   partial:TEXT           TEXT on stdout without a newline
+//   ignore-term            ignore SIGTERM from now on
+//   sleep:SECONDS          sleep
+//   exit:CODE              exit with CODE
+//   fail-rank:R:CODE       exit with CODE if RANK is R
+//   fail-on-attempt:N:CODE exit with CODE if TORCHELASTIC_RESTART_COUNT is N
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "sinew/dist/init.h"
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "<unset>";
+}
+
+void print_env() {
+  std::string line;
+  for (const char* name :
+       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+        "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
+        "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_USE_AGENT_STORE", "OMP_NUM_THREADS", "SINEW_STORE_TOKEN",
+        "SINEW_STORE_HOSTED", "SINEW_BACKEND"}) {
+    line += std::string(line.empty() ? "" : " ") + name + "=" + env(name);
+  }
+  std::printf("%s\n", line.c_str());
+}
+
+void print_launch_env() {
+  auto e = sinew::dist::read_launch_env();
+  std::printf("launcher=%s rank=%d world_size=%d local_rank=%d local_world_size=%d node_rank=%d "
+              "master=%s:%d hosted=%d restart=%d run_id=%s\n",
+              e.launcher.c_str(), e.rank, e.world_size, e.local_rank, e.local_world_size,
+              e.node_rank, e.master_addr.c_str(), e.master_port, e.store_hosted ? 1 : 0,
+              e.restart_count, e.run_id.c_str());
+}
+
+// "a:b:c" after the step name, split on ':'.
+std::string field(const std::string& step, int index) {
+  size_t pos = 0;
+  for (int i = 0; i <= index; ++i) {
+    pos = step.find(':', pos);
+    if (pos == std::string::npos) return "";
+    ++pos;
+  }
+  return step.substr(pos, step.find(':', pos) - pos);
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  for (int i = 1; i < argc; ++i) {
+    std::string step = argv[i];
+    if (step == "print-env") {
+      print_env();
+    } else if (step == "launch-env") {
+      print_launch_env();
+    } else if (step == "print-pid") {
+      std::printf("pid=%d\n", static_cast<int>(getpid()));
+    } else if (starts_with(step, "stderr:")) {
+      std::fprintf(stderr, "%s\n", field(step, 0).c_str());
+    } else if (starts_with(step, "partial:")) {
+      std::printf("%s", field(step, 0).c_str());
+      std::fflush(stdout);
+    } else if (step == "ignore-term") {
+      signal(SIGTERM, SIG_IGN);
+    } else if (starts_with(step, "sleep:")) {
+      double s = std::atof(field(step, 0).c_str());
+      usleep(static_cast<useconds_t>(s * 1e6));
+    } else if (starts_with(step, "exit:")) {
+      return std::atoi(field(step, 0).c_str());
+    } else if (starts_with(step, "fail-rank:")) {
+      if (env("RANK") == field(step, 0)) return std::atoi(field(step, 1).c_str());
+    } else if (starts_with(step, "fail-on-attempt:")) {
+      if (env("TORCHELASTIC_RESTART_COUNT") == field(step, 0))
+        return std::atoi(field(step, 1).c_str());
+    } else {
+      std::fprintf(stderr, "launch_worker: unknown step '%s'\n", step.c_str());
+      return 99;
+    }
+  }
+  return 0;
+}

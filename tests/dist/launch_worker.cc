@@ -2,6 +2,8 @@
 // steps executed in order:
 //   print-env              one line with the launcher's variables
 //   launch-env             one line with what read_launch_env() parsed
+//   init                   init_process_group(), allreduce of rank+1, a job
+//                          store counter; prints "init rank=R size=N sum=S"
 //   print-pid              "pid=<pid>"
 //   stderr:TEXT            TEXT and a newline on stderr
 //   partial:TEXT           TEXT on stdout without a newline
@@ -59,6 +61,16 @@ std::string field(const std::string& step, int index) {
   return step.substr(pos, step.find(':', pos) - pos);
 }
 
+void init_and_allreduce() {
+  sinew::dist::InitOptions o;
+  o.timeout = sinew::Millis(20'000);
+  auto pg = sinew::dist::init_process_group(o);
+  double v = pg->rank() + 1;
+  pg->allreduce(sinew::TensorView::flat(&v, sinew::DType::kF64, 1))->wait();
+  sinew::dist::job_store()->add("joined", 1);
+  std::printf("init rank=%d size=%d sum=%g\n", pg->rank(), pg->size(), v);
+}
+
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 }  // namespace
@@ -71,6 +83,8 @@ int main(int argc, char** argv) {
       print_env();
     } else if (step == "launch-env") {
       print_launch_env();
+    } else if (step == "init") {
+      init_and_allreduce();
     } else if (step == "print-pid") {
       std::printf("pid=%d\n", static_cast<int>(getpid()));
     } else if (starts_with(step, "stderr:")) {

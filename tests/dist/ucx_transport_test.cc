@@ -234,6 +234,34 @@ TEST(UcxTransport, ReceiveWithoutSendTimesOutNamingThePeer) {
   });
 }
 
+TEST(UcxTransport, PeerThatClosesIsReportedLostAndOthersCarryOn) {
+  auto store = make_memory_store();
+  std::atomic<bool> closed{false};
+  run_ranks(3, [&](int r) {
+    auto t = make_ucx_transport(store, r, 3, Deadline::after(kSetup));
+    if (r == 0) {
+      t.reset();
+      closed = true;
+      return;
+    }
+    while (!closed) std::this_thread::sleep_for(1ms);
+    const int peer = 3 - r;
+    for (int i = 0; i < 50; ++i) {
+      uint64_t out = i * 10 + r, in = 0;
+      RequestPtr reqs[] = {t->isend(peer, i, &out, sizeof out), t->irecv(peer, i, &in, sizeof in)};
+      t->wait(reqs, Deadline::after(kOp));
+      ASSERT_EQ(in, static_cast<uint64_t>(i * 10 + peer));
+    }
+    uint64_t w = 0;
+    try {
+      t->recv(0, 1, &w, sizeof w, Deadline::after(10s));
+      ADD_FAILURE() << "expected PeerLostError";
+    } catch (const PeerLostError& e) {
+      EXPECT_EQ(e.ranks(), std::vector<int>{0});
+    }
+  });
+}
+
 TEST(UcxTransport, RendezvousTimesOutNamingAbsentRanks) {
   auto store = make_memory_store();
   try {

@@ -92,9 +92,11 @@ class GlooProcessGroup final : public ProcessGroup {
   std::string backend_name() const override { return "gloo"; }
 
   void abort(const std::string& reason) override {
-    aborted_ = true;
+    // Waiters get the reason: their works complete before the worker can
+    // notice the flag and fail them with its own message.
     queue_->abort(Status(ErrorCode::kAborted, fmt::format("gloo group '{}' (rank {} of {}) was "
                                                           "aborted: {}", name(), rank(), size(), reason)));
+    aborted_ = true;
     std::lock_guard<std::mutex> g(inflight_mu_);
     for (auto* buf : inflight_) {
       buf->abortWaitRecv();

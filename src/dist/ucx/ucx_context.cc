@@ -5,14 +5,6 @@
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define SINEW_UCX_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SINEW_UCX_UNDER_TSAN 1
-#endif
-#endif
-
 namespace sinew::dist::ucx {
 namespace {
 
@@ -49,13 +41,6 @@ ContextPtr make_context(size_t estimated_eps) {
   if (!s.net_devices.empty())
     check_ucs(ucp_config_modify(config.get(), "NET_DEVICES", s.net_devices.c_str()),
               "setting NET_DEVICES");
-#ifdef SINEW_UCX_UNDER_TSAN
-  // The registration cache installs UCM memory hooks, and UCM's madvise hook
-  // then runs on exiting threads after TSan has dropped their state: a crash.
-  // TCP registers no memory, so ThreadSanitizer builds go without the cache.
-  if (!getenv_opt("UCX_RCACHE_ENABLE"))
-    check_ucs(ucp_config_modify(config.get(), "RCACHE_ENABLE", "n"), "setting RCACHE_ENABLE");
-#endif
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |

@@ -1,0 +1,126 @@
+// The mpi backend under mpirun: the shared collective checks
+// (tests/dist/collective_checks.h), then rank/size validation, a recv
+// timeout and abort. Every rank prints its failures and "N passed, M failed"
+// and exits non-zero on any failure (so mpirun does).
+//
+//   mpirun -np 3 mpi_backend_check
+#include <cstdio>
+#include <thread>
+
+#include "dist/collective_checks.h"
+#include "sinew/core/error.h"
+#include "sinew/dist/process_group.h"
+
+using namespace sinew;
+using namespace sinew::dist;
+using checks::CheckLog;
+using namespace std::chrono_literals;
+
+namespace {
+
+ProcessGroupPtr mpi_group(Millis timeout, int rank = -1, int size = -1) {
+  GroupOptions o;
+  o.backend = "mpi";
+  o.rank = rank;
+  o.size = size;
+  o.timeout = timeout;
+  return create_process_group(o);
+}
+
+void check_rank_size_must_match_mpi(ProcessGroup& world, CheckLog& log) {
+  try {
+    mpi_group(10s, world.rank(), world.size() + 5);
+    log.expect(false, "a size other than MPI's was accepted");
+  } catch (const InvalidArgument& e) {
+    const std::string m = e.what();
+    log.expect(m.find(std::to_string(world.size() + 5)) != std::string::npos &&
+                   m.find(fmt::format("world size {}", world.size())) != std::string::npos,
+               fmt::format("the error names both sizes: {}", m));
+  }
+}
+
+// Rank 0 receives from rank 1, which never sends.
+void check_recv_timeout(ProcessGroup& world, CheckLog& log) {
+  auto pg = mpi_group(500ms);
+  pg->wait_ready(Deadline::after(30s));
+  if (pg->rank() == 0 && pg->size() > 1) {
+    std::vector<float> x(4);
+    const auto start = Clock::now();
+    try {
+      pg->recv(checks::flat(x, DType::kF32), 1, 11)->wait(Deadline::after(5s));
+      log.expect(false, "recv without a sender completed");
+    } catch (const TimeoutError& e) {
+      log.expect(std::string(e.what()).find("recv") != std::string::npos,
+                 fmt::format("the timeout names the recv: {}", e.what()));
+    }
+    log.expect(Clock::now() - start < 5s, "the recv failed within 5 s");
+  }
+  world.barrier()->wait();
+}
+
+void check_abort(ProcessGroup& world, CheckLog& log) {
+  auto pg = mpi_group(60s);
+  pg->wait_ready(Deadline::after(30s));
+  if (pg->rank() == 0 && pg->size() > 1) {
+    std::vector<float> x(4);
+    auto work = pg->recv(checks::flat(x, DType::kF32), 1, 12);
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(100ms);
+      pg->abort("test abort");
+    });
+    try {
+      work->wait(Deadline::after(2s));
+      log.expect(false, "recv without a sender completed");
+    } catch (const AbortedError& e) {
+      log.expect(std::string(e.what()).find("test abort") != std::string::npos,
+                 fmt::format("the error carries the reason: {}", e.what()));
+    } catch (const std::exception& e) {
+      log.expect(false, fmt::format("want AbortedError within 2 s, got: {}", e.what()));
+    }
+    aborter.join();
+    auto later = pg->barrier();
+    log.expect(later->is_completed() && later->status().code() == ErrorCode::kAborted,
+               "ops issued after abort fail at once with Aborted");
+    const auto start = Clock::now();
+    pg.reset();
+    log.expect(Clock::now() - start < 5s, "destroying the aborted group returns within 5 s");
+  }
+  world.barrier()->wait();
+}
+
+}  // namespace
+
+int main() {
+  int rank = -1, passed = 0, failed = 0;
+  auto report = [&](const std::string& name, const CheckLog& log) {
+    passed += log.passed;
+    failed += static_cast<int>(log.failures.size());
+    for (const auto& f : log.failures) std::printf("[rank %d] FAILED %s: %s\n", rank, name.c_str(), f.c_str());
+  };
+  try {
+    auto world = mpi_group(30s);
+    world->wait_ready(Deadline::after(60s));
+    rank = world->rank();
+    for (const auto& check : checks::all_checks()) {
+      CheckLog log;
+      checks::guarded(log, check.name, [&] { check.fn(*world, log); });
+      report(check.name, log);
+    }
+    const std::pair<const char*, void (*)(ProcessGroup&, CheckLog&)> extra[] = {
+        {"rank_size_must_match_mpi", check_rank_size_must_match_mpi},
+        {"recv_timeout", check_recv_timeout},
+        {"abort", check_abort},
+    };
+    for (const auto& [name, fn] : extra) {
+      CheckLog log;
+      checks::guarded(log, name, [&] { fn(*world, log); });
+      report(name, log);
+    }
+  } catch (const std::exception& e) {
+    std::printf("[rank %d] FAILED setup: %s\n", rank, e.what());
+    ++failed;
+  }
+  std::printf("[rank %d] %d passed, %d failed\n", rank, passed, failed);
+  std::fflush(stdout);
+  return failed == 0 ? 0 : 1;
+}

@@ -65,9 +65,11 @@ void init_and_allreduce() {
   sinew::dist::InitOptions o;
   o.timeout = sinew::Millis(20'000);
   auto pg = sinew::dist::init_process_group(o);
+  // Store use first: the allreduce then keeps rank 0 (which may host the
+  // store) alive until every rank is done with it.
+  sinew::dist::job_store()->add("joined", 1);
   double v = pg->rank() + 1;
   pg->allreduce(sinew::TensorView::flat(&v, sinew::DType::kF64, 1))->wait();
-  sinew::dist::job_store()->add("joined", 1);
   std::printf("init rank=%d size=%d sum=%g\n", pg->rank(), pg->size(), v);
 }
 

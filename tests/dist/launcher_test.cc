@@ -19,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -58,11 +59,12 @@ bool launcher_var(const std::string& key) {
   return key.rfind("PET_", 0) == 0 || key.rfind("OMPI_", 0) == 0 || key.rfind("SLURM_", 0) == 0;
 }
 
-// A `sinew` process with its stdout and stderr captured.
+// A process (by default `sinew`) with its stdout and stderr captured.
 class Launcher {
  public:
-  Launcher(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
-    std::vector<std::string> argv{kSinew};
+  Launcher(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
+           const std::string& program = kSinew) {
+    std::vector<std::string> argv{program};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
@@ -79,13 +81,13 @@ class Launcher {
     posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
     auto c_argv = c_strings(argv);
     auto c_env = c_strings(env);
-    int rc = posix_spawn(&pid_, kSinew.c_str(), &fa, nullptr, c_argv.data(), c_env.data());
+    int rc = posix_spawn(&pid_, program.c_str(), &fa, nullptr, c_argv.data(), c_env.data());
     posix_spawn_file_actions_destroy(&fa);
     close(out[1]);
     close(err[1]);
     out_fd_ = out[0];
     err_fd_ = err[0];
-    EXPECT_EQ(rc, 0) << "cannot spawn " << kSinew;
+    EXPECT_EQ(rc, 0) << "cannot spawn " << program;
   }
   ~Launcher() {
     if (!status_) {
@@ -436,6 +438,31 @@ TEST(SinewRun, TwoNodesOnOneHostShareOneJob) {
     EXPECT_EQ(env["GROUP_WORLD_SIZE"], "2");
     EXPECT_EQ(env["MASTER_ADDR"] + ":" + env["MASTER_PORT"], endpoint);
     EXPECT_EQ(env["SINEW_STORE_TOKEN"], "shared");
+  }
+}
+
+TEST(SinewRun, WorkersJoinTheLaunchersStore) {
+  Launcher l({"run", "--standalone", "--nproc-per-node", "3", kWorker, "init"});
+  ASSERT_EQ(l.wait(), 0) << l.out() << l.err();
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(rank_lines(l.out(), r),
+              std::vector<std::string>{"init rank=" + std::to_string(r) + " size=3 sum=6"})
+        << l.out();
+}
+
+TEST(InitProcessGroup, RankZeroHostsTheStoreWithoutALauncher) {
+  std::string port = std::to_string(free_port());
+  std::vector<std::unique_ptr<Launcher>> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(std::make_unique<Launcher>(
+        std::vector<std::string>{"init"},
+        std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=2",
+                                 "LOCAL_RANK=" + std::to_string(r), "MASTER_ADDR=127.0.0.1",
+                                 "MASTER_PORT=" + port},
+        kWorker));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(ranks[r]->wait(), 0) << ranks[r]->err();
+    EXPECT_EQ(ranks[r]->out(), "init rank=" + std::to_string(r) + " size=2 sum=3\n");
   }
 }
 

@@ -36,10 +36,12 @@ int slurm_tasks_on_node(const std::string& text, int node) {
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     int repeat = 1;
     if (auto paren = item.find("(x"); paren != std::string::npos && item.back() == ')') {
-      repeat = parse_int_env("SLURM_TASKS_PER_NODE", item.substr(paren + 2, item.size() - paren - 3));
+      repeat =
+          parse_int_env("SLURM_TASKS_PER_NODE", item.substr(paren + 2, item.size() - paren - 3));
       item.resize(paren);
     }
     int n = parse_int_env("SLURM_TASKS_PER_NODE", item);
@@ -73,11 +75,13 @@ void validate(LaunchEnv& env, const char* rank_var, const char* size_var) {
   if (env.world_size < 1)
     throw InvalidArgument::make(size_var, std::to_string(env.world_size), "at least 1");
   if (env.rank < 0 || env.rank >= env.world_size)
-    throw InvalidArgument::make(rank_var, std::to_string(env.rank),
-                                fmt::format("0 <= {} < {} ({})", rank_var, size_var, env.world_size));
+    throw InvalidArgument::make(
+        rank_var, std::to_string(env.rank),
+        fmt::format("0 <= {} < {} ({})", rank_var, size_var, env.world_size));
   if (env.local_world_size < 1) env.local_world_size = 1;
   if (env.master_port < 0 || env.master_port > 65535)
-    throw InvalidArgument::make("MASTER_PORT", std::to_string(env.master_port), "a TCP port (1-65535)");
+    throw InvalidArgument::make("MASTER_PORT", std::to_string(env.master_port),
+                                "a TCP port (1-65535)");
 }
 
 void read_common(LaunchEnv& env) {
@@ -110,7 +114,8 @@ StorePtr connect_store(const LaunchEnv& env, const InitOptions& options) {
   if (env.store_hosted) {
     // Every attempt gets a clean key space, as torchrun's agent store does
     // for its workers ("/worker/attempt_<n>").
-    return make_prefix_store(fmt::format("worker/attempt_{}", env.restart_count), make_tcp_store(o));
+    return make_prefix_store(fmt::format("worker/attempt_{}", env.restart_count),
+                             make_tcp_store(o));
   }
   // torchrun's own c10d store already listens on MASTER_PORT when workers
   // are told to use the agent store; ours takes the next port.
@@ -184,15 +189,15 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
   LaunchEnv env = read_launch_env();
   set_log_rank(env.rank);
   GroupOptions g;
-  g.backend = !options.backend.empty() ? options.backend
-                                       : getenv_opt("SINEW_BACKEND").value_or("sinew");
+  g.backend =
+      !options.backend.empty() ? options.backend : getenv_opt("SINEW_BACKEND").value_or("sinew");
   g.rank = env.rank;
   g.size = env.world_size;
   g.name = "default";
   g.timeout = options.timeout;
   g.transport = options.transport;
-  SINEW_INFO(kInit, "joining as rank {} of {} (launcher {}, backend {})", env.rank,
-             env.world_size, env.launcher, g.backend);
+  SINEW_INFO(kInit, "joining as rank {} of {} (launcher {}, backend {})", env.rank, env.world_size,
+             env.launcher, g.backend);
   StorePtr store;
   if (g.backend != "mpi") {
     store = connect_store(env, options);

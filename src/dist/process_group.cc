@@ -379,14 +379,15 @@ void register_backend(const std::string& name, BackendFactory factory) {
   backends()[name] = factory;
 }
 
+void register_builtin_backends();  // backends.cc
+
 std::vector<std::string> available_backends() {
+  register_builtin_backends();
   std::lock_guard<std::mutex> g(backends_mutex());
   std::vector<std::string> names;
   for (auto& [n, f] : backends()) names.push_back(n);
   return names;
 }
-
-void register_builtin_backends();  // backends.cc
 
 ProcessGroupPtr create_process_group(const GroupOptions& options) {
   register_builtin_backends();

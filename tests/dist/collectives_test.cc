@@ -9,6 +9,7 @@
 
 #include "rank_threads.h"
 #include "sinew/core/error.h"
+#include "sinew/dist/transport.h"
 
 namespace sinew::dist {
 namespace {
@@ -18,10 +19,13 @@ using sinew::testing::input_value;
 using sinew::testing::run_group;
 using sinew::testing::set_value;
 
-std::vector<std::string> backends_under_test() {
-  std::vector<std::string> out = {"sinew"};
+// (backend, transport): the native backend over shared memory and over UCX
+// (the between-hosts algorithms), and gloo as the reference peer.
+std::vector<std::pair<std::string, std::string>> backends_under_test() {
+  std::vector<std::pair<std::string, std::string>> out = {{"sinew", "auto"}};
+  if (ucx_transport_available()) out.push_back({"sinew", "ucx"});
   for (const auto& b : available_backends())
-    if (b == "gloo") out.push_back(b);
+    if (b == "gloo") out.push_back({b, "auto"});
   return out;
 }
 
@@ -72,14 +76,19 @@ double expected_reduce(DType t, ReduceKind k, int world, size_t i, double factor
 struct Case {
   std::string backend;
   int world;
+  std::string transport;
 };
+
+void run_case(const Case& c, const std::function<void(ProcessGroup&)>& fn) {
+  run_group(c.world, c.backend, fn, std::chrono::milliseconds(60000), c.transport);
+}
 
 class Collectives : public ::testing::TestWithParam<Case> {};
 
 const int64_t kCounts[] = {0, 1, 7, 1031, 300007};  // 300007 f32 > one 1 MiB slot
 
 TEST_P(Collectives, AllreduceEveryDtypeAndOp) {
-  const auto [backend, W] = GetParam();
+  const auto& [backend, W, transport] = GetParam();
   struct Combo {
     DType t;
     ReduceKind k;
@@ -101,7 +110,7 @@ TEST_P(Collectives, AllreduceEveryDtypeAndOp) {
   }
   combos.push_back({DType::kF32, ReduceKind::kProd});
   combos.push_back({DType::kI64, ReduceKind::kProd});
-  run_group(W, backend, [&](ProcessGroup& pg) {
+  run_case(GetParam(), [&](ProcessGroup& pg) {
     for (auto [t, k] : combos) {
       for (int64_t n : kCounts) {
         if (n > 2000 && !(t == DType::kF32 || t == DType::kBF16)) continue;  // keep it quick
@@ -123,8 +132,8 @@ TEST_P(Collectives, AllreduceEveryDtypeAndOp) {
 }
 
 TEST_P(Collectives, BroadcastReduceFromEveryRoot) {
-  const auto [backend, W] = GetParam();
-  run_group(W, backend, [&](ProcessGroup& pg) {
+  const auto& [backend, W, transport] = GetParam();
+  run_case(GetParam(), [&](ProcessGroup& pg) {
     for (int root = 0; root < W; ++root) {
       for (int64_t n : kCounts) {
         Buf b(DType::kF32, n);
@@ -146,8 +155,8 @@ TEST_P(Collectives, BroadcastReduceFromEveryRoot) {
 }
 
 TEST_P(Collectives, GatherFamilies) {
-  const auto [backend, W] = GetParam();
-  run_group(W, backend, [&](ProcessGroup& pg) {
+  const auto& [backend, W, transport] = GetParam();
+  run_case(GetParam(), [&](ProcessGroup& pg) {
     const int me = pg.rank();
     for (int64_t m : kCounts) {
       DType t = DType::kI32;
@@ -184,8 +193,8 @@ TEST_P(Collectives, GatherFamilies) {
 }
 
 TEST_P(Collectives, ReduceScatterBothForms) {
-  const auto [backend, W] = GetParam();
-  run_group(W, backend, [&](ProcessGroup& pg) {
+  const auto& [backend, W, transport] = GetParam();
+  run_case(GetParam(), [&](ProcessGroup& pg) {
     const int me = pg.rank();
     for (int64_t m : kCounts) {
       for (auto t : {DType::kF32, DType::kI64, DType::kBF16}) {
@@ -210,8 +219,8 @@ TEST_P(Collectives, ReduceScatterBothForms) {
 }
 
 TEST_P(Collectives, AllToAllEvenAndUneven) {
-  const auto [backend, W] = GetParam();
-  run_group(W, backend, [&](ProcessGroup& pg) {
+  const auto& [backend, W, transport] = GetParam();
+  run_case(GetParam(), [&](ProcessGroup& pg) {
     const int me = pg.rank();
     for (int64_t m : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{70001}}) {
       Buf in(DType::kI32, m * W), out(DType::kI32, m * W);
@@ -241,9 +250,9 @@ TEST_P(Collectives, AllToAllEvenAndUneven) {
 }
 
 TEST_P(Collectives, BarrierSendRecvAndBatch) {
-  const auto [backend, W] = GetParam();
+  const auto& [backend, W, transport] = GetParam();
   if (W < 2) GTEST_SKIP() << "point-to-point needs two ranks";
-  run_group(W, backend, [&](ProcessGroup& pg) {
+  run_case(GetParam(), [&](ProcessGroup& pg) {
     const int me = pg.rank();
     pg.barrier()->wait();
     const int right = (me + 1) % W, left = (me - 1 + W) % W;
@@ -267,8 +276,8 @@ TEST_P(Collectives, BarrierSendRecvAndBatch) {
 }
 
 TEST_P(Collectives, StridedTensors) {
-  const auto [backend, W] = GetParam();
-  run_group(W, backend, [&](ProcessGroup& pg) {
+  const auto& [backend, W, transport] = GetParam();
+  run_case(GetParam(), [&](ProcessGroup& pg) {
     // A 4x3 view of the first three columns of a 4x5 matrix.
     std::vector<float> m(20, -7.0f);
     for (int i = 0; i < 4; ++i)
@@ -285,9 +294,9 @@ TEST_P(Collectives, StridedTensors) {
 }
 
 TEST_P(Collectives, SplitAndNewGroup) {
-  const auto [backend, W] = GetParam();
+  const auto& [backend, W, transport] = GetParam();
   if (W < 2) GTEST_SKIP();
-  run_group(W, backend, [&](ProcessGroup& pg) {
+  run_case(GetParam(), [&](ProcessGroup& pg) {
     const int me = pg.rank();
     // Even and odd ranks, ordered by descending key.
     auto sub = pg.split(me % 2, -me);
@@ -317,9 +326,9 @@ TEST_P(Collectives, SplitAndNewGroup) {
 }
 
 TEST_P(Collectives, MismatchedArgumentsNameBothSides) {
-  const auto [backend, W] = GetParam();
+  const auto& [backend, W, transport] = GetParam();
   if (W < 2 || backend != "sinew") GTEST_SKIP() << "cross-checks are the sinew backend's";
-  run_group(W, backend, [&](ProcessGroup& pg) {
+  run_case(GetParam(), [&](ProcessGroup& pg) {
     const int me = pg.rank();
     // count mismatch
     std::vector<float> a(me == W - 1 ? 5 : 4, 1.0f);
@@ -385,13 +394,14 @@ TEST_P(Collectives, MismatchedArgumentsNameBothSides) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const auto& b : backends_under_test())
-    for (int w : {1, 2, 3, 4, 8}) out.push_back({b, w});
+  for (const auto& [b, t] : backends_under_test())
+    for (int w : {1, 2, 3, 4, 8}) out.push_back({b, w, t});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Collectives, ::testing::ValuesIn(cases()), [](const auto& info) {
-  return info.param.backend + "_ws" + std::to_string(info.param.world);
+  std::string t = info.param.transport == "auto" ? "" : "_" + info.param.transport;
+  return info.param.backend + t + "_ws" + std::to_string(info.param.world);
 });
 
 }  // namespace

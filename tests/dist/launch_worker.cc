@@ -11,7 +11,7 @@
 //   sleep:SECONDS          sleep
 //   exit:CODE              exit with CODE
 //   fail-rank:R:CODE       exit with CODE if RANK is R
-//   fail-on-attempt:N:CODE exit with CODE if TORCHELASTIC_RESTART_COUNT is N
+//   exit-on-attempt:N:CODE exit with CODE if TORCHELASTIC_RESTART_COUNT is N
 #include <signal.h>
 #include <unistd.h>
 
@@ -43,11 +43,12 @@ void print_env() {
 
 void print_launch_env() {
   auto e = sinew::dist::read_launch_env();
-  std::printf("launcher=%s rank=%d world_size=%d local_rank=%d local_world_size=%d node_rank=%d "
-              "master=%s:%d hosted=%d restart=%d run_id=%s\n",
-              e.launcher.c_str(), e.rank, e.world_size, e.local_rank, e.local_world_size,
-              e.node_rank, e.master_addr.c_str(), e.master_port, e.store_hosted ? 1 : 0,
-              e.restart_count, e.run_id.c_str());
+  std::printf(
+      "launcher=%s rank=%d world_size=%d local_rank=%d local_world_size=%d node_rank=%d "
+      "master=%s:%d hosted=%d restart=%d run_id=%s\n",
+      e.launcher.c_str(), e.rank, e.world_size, e.local_rank, e.local_world_size, e.node_rank,
+      e.master_addr.c_str(), e.master_port, e.store_hosted ? 1 : 0, e.restart_count,
+      e.run_id.c_str());
 }
 
 // "a:b:c" after the step name, split on ':'.
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
       return std::atoi(field(step, 0).c_str());
     } else if (starts_with(step, "fail-rank:")) {
       if (env("RANK") == field(step, 0)) return std::atoi(field(step, 1).c_str());
-    } else if (starts_with(step, "fail-on-attempt:")) {
+    } else if (starts_with(step, "exit-on-attempt:")) {
       if (env("TORCHELASTIC_RESTART_COUNT") == field(step, 0))
         return std::atoi(field(step, 1).c_str());
     } else {

@@ -35,10 +35,10 @@ extern char** environ;
 namespace sinew::dist {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kSinew = SINEW_BIN_DIR "/sinew";
 const std::string kWorker = SINEW_BIN_DIR "/launch_worker";
@@ -50,9 +50,16 @@ std::string hostname() {
 }
 
 bool launcher_var(const std::string& key) {
-  static const char* kDropped[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                   "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS",
-                                   "SINEW_STORE_TOKEN", "SINEW_STORE_HOSTED", "SINEW_BACKEND",
+  static const char* kDropped[] = {"RANK",
+                                   "WORLD_SIZE",
+                                   "LOCAL_RANK",
+                                   "LOCAL_WORLD_SIZE",
+                                   "MASTER_ADDR",
+                                   "MASTER_PORT",
+                                   "OMP_NUM_THREADS",
+                                   "SINEW_STORE_TOKEN",
+                                   "SINEW_STORE_HOSTED",
+                                   "SINEW_BACKEND",
                                    "SINEW_RUN_KILL_GRACE_S"};
   for (const char* d : kDropped)
     if (key == d) return true;
@@ -106,7 +113,8 @@ class Launcher {
   bool read_until(const std::function<bool()>& done, milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!done()) {
-      auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
       if (!read_some(std::min<int64_t>(left.count(), 100)) && status_) return done();
     }
@@ -132,7 +140,8 @@ class Launcher {
   std::vector<pid_t> worker_pids() const {
     std::vector<pid_t> pids;
     std::regex re("\\] pid=(\\d+)");
-    for (auto it = std::sregex_iterator(out_.begin(), out_.end(), re); it != std::sregex_iterator(); ++it)
+    for (auto it = std::sregex_iterator(out_.begin(), out_.end(), re); it != std::sregex_iterator();
+         ++it)
       pids.push_back(std::stoi((*it)[1]));
     return pids;
   }
@@ -253,7 +262,8 @@ TEST(SinewRun, WorkersGetTorchrunEnvironmentAndPrefixedOutput) {
   std::regex re("sinew run: standalone rendezvous at 127\\.0\\.0\\.1:(\\d+) \\(run id (\\w+)\\)");
   ASSERT_TRUE(std::regex_search(l.err(), m, re)) << l.err();
   const std::string port = m[1], run_id = m[2];
-  EXPECT_THAT(l.err(), HasSubstr("Setting OMP_NUM_THREADS environment variable for each process to be 1"));
+  EXPECT_THAT(l.err(),
+              HasSubstr("Setting OMP_NUM_THREADS environment variable for each process to be 1"));
   std::string token;
   for (int r = 0; r < 3; ++r) {
     auto lines = rank_lines(l.out(), r);
@@ -280,9 +290,10 @@ TEST(SinewRun, WorkersGetTorchrunEnvironmentAndPrefixedOutput) {
         << env["SINEW_STORE_TOKEN"];
     if (r == 0) token = env["SINEW_STORE_TOKEN"];
     EXPECT_EQ(env["SINEW_STORE_TOKEN"], token);
-    EXPECT_EQ(lines[1], "launcher=sinew rank=" + std::to_string(r) + " world_size=3 local_rank=" +
-                            std::to_string(r) + " local_world_size=3 node_rank=0 master=127.0.0.1:" +
-                            port + " hosted=1 restart=0 run_id=" + run_id);
+    EXPECT_EQ(lines[1], "launcher=sinew rank=" + std::to_string(r) +
+                            " world_size=3 local_rank=" + std::to_string(r) +
+                            " local_world_size=3 node_rank=0 master=127.0.0.1:" + port +
+                            " hosted=1 restart=0 run_id=" + run_id);
   }
   EXPECT_THAT(l.err(), HasSubstr("attempt 0 succeeded"));
 }
@@ -301,7 +312,8 @@ TEST(SinewRun, LocalRanksFilterShowsOnlyThoseRanks) {
 }
 
 TEST(SinewRun, FailingWorkerSetsExitCodeAndStopsTheOthers) {
-  Launcher l({"run", "--standalone", "--nproc-per-node", "2", kWorker, "fail-rank:1:3", "sleep:30"});
+  Launcher l(
+      {"run", "--standalone", "--nproc-per-node", "2", kWorker, "fail-rank:1:3", "sleep:30"});
   ASSERT_EQ(l.wait(), 3) << l.err();
   EXPECT_THAT(l.err(), HasSubstr("rank 1 (pid"));
   EXPECT_THAT(l.err(), HasSubstr("failed: 3; stopping the other workers"));
@@ -314,7 +326,7 @@ TEST(SinewRun, FailingWorkerSetsExitCodeAndStopsTheOthers) {
 
 TEST(SinewRun, RestartAfterFailureSucceeds) {
   Launcher l({"run", "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", kWorker,
-              "fail-on-attempt:0:5", "print-env"});
+              "exit-on-attempt:0:5", "print-env"});
   ASSERT_EQ(l.wait(), 0) << l.err();
   EXPECT_THAT(l.err(), HasSubstr("attempt 0 failed"));
   EXPECT_THAT(l.err(), HasSubstr("restarting all workers (restart 1 of 1)"));
@@ -328,14 +340,15 @@ TEST(SinewRun, RestartAfterFailureSucceeds) {
 }
 
 TEST(SinewRun, NoRestartsLeftExitsWithTheWorkersCode) {
-  Launcher l({"run", "--standalone", "--nproc-per-node", "2", kWorker, "fail-on-attempt:0:5"});
+  Launcher l({"run", "--standalone", "--nproc-per-node", "2", kWorker, "exit-on-attempt:0:5"});
   EXPECT_EQ(l.wait(), 5) << l.err();
   EXPECT_THAT(l.err(), Not(HasSubstr("restarting")));
 }
 
 TEST(SinewRun, SigtermStopsSleepingWorkers) {
   Launcher l({"run", "--standalone", "--nproc-per-node", "2", kWorker, "print-pid", "sleep:60"});
-  ASSERT_TRUE(l.read_until([&] { return l.worker_pids().size() == 2; }, seconds(10))) << l.out() << l.err();
+  ASSERT_TRUE(l.read_until([&] { return l.worker_pids().size() == 2; }, seconds(10)))
+      << l.out() << l.err();
   auto pids = l.worker_pids();
   kill(l.pid(), SIGTERM);
   EXPECT_EQ(l.wait(seconds(10)), 128 + SIGTERM) << l.err();
@@ -417,8 +430,9 @@ TEST(SinewRun, LogDirHoldsPerRankFiles) {
 
 TEST(SinewRun, TwoNodesOnOneHostShareOneJob) {
   std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  std::vector<std::string> common{"run", "--nnodes", "2", "--rdzv-endpoint", endpoint, "--rdzv-id",
-                                  "two", "--nproc-per-node", "2"};
+  std::vector<std::string> common{"run",    "--nnodes",  "2",   "--rdzv-endpoint",
+                                  endpoint, "--rdzv-id", "two", "--nproc-per-node",
+                                  "2"};
   auto node = [&](int rank) {
     auto args = common;
     args.insert(args.end(), {"--node-rank", std::to_string(rank), kWorker, "print-env"});
@@ -466,6 +480,40 @@ TEST(InitProcessGroup, RankZeroHostsTheStoreWithoutALauncher) {
   }
 }
 
+TEST(SinewRun, AFailureOnOneNodeRestartsEveryNode) {
+  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  auto node = [&](int rank, std::vector<std::string> steps) {
+    std::vector<std::string> args{"run",
+                                  "--nnodes",
+                                  "2",
+                                  "--node-rank",
+                                  std::to_string(rank),
+                                  "--rdzv-endpoint",
+                                  endpoint,
+                                  "--max-restarts",
+                                  "1",
+                                  "--monitor-interval",
+                                  "0.02",
+                                  kWorker};
+    args.insert(args.end(), steps.begin(), steps.end());
+    return args;
+  };
+  // Node 0's workers wait in attempt 0 and succeed at once in attempt 1;
+  // node 1's fail in attempt 0.
+  Launcher n0(node(0, {"exit-on-attempt:1:0", "sleep:20"}), {"SINEW_STORE_TOKEN=t2"});
+  Launcher n1(node(1, {"exit-on-attempt:0:7", "print-env"}), {"SINEW_STORE_TOKEN=t2"});
+  ASSERT_EQ(n0.wait(), 0) << n0.err();
+  ASSERT_EQ(n1.wait(), 0) << n1.err();
+  EXPECT_THAT(n0.err(), HasSubstr("rank 1 on another node failed (exit 7)"));
+  EXPECT_THAT(n0.err(), HasSubstr("attempt 0 failed on another node"));
+  EXPECT_THAT(n0.err(), HasSubstr("restarting all workers (restart 1 of 1)"));
+  EXPECT_THAT(n0.err(), HasSubstr("attempt 1 succeeded"));
+  auto lines = rank_lines(n1.out(), 1);
+  ASSERT_EQ(lines.size(), 1u) << n1.out();
+  EXPECT_EQ(parse_kv(lines[0])["TORCHELASTIC_RESTART_COUNT"], "1");
+  EXPECT_EQ(parse_kv(lines[0])["WORLD_SIZE"], "2");
+}
+
 TEST(SinewRun, MultiNodeRequiresAToken) {
   Launcher l({"run", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:1", kWorker});
   EXPECT_EQ(l.wait(), 2);
@@ -486,7 +534,8 @@ class ScopedEnv {
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
       std::string key = kv.substr(0, kv.find('='));
-      if (launcher_var(key) || key.rfind("TORCHELASTIC_", 0) == 0) saved_[key] = kv.substr(key.size() + 1);
+      if (launcher_var(key) || key.rfind("TORCHELASTIC_", 0) == 0)
+        saved_[key] = kv.substr(key.size() + 1);
     }
     for (auto& [k, v] : saved_) unsetenv(k.c_str());
     for (auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
@@ -510,9 +559,15 @@ TEST(ReadLaunchEnv, SingleProcessWithoutALauncher) {
 }
 
 TEST(ReadLaunchEnv, TorchrunWithoutSinewStore) {
-  ScopedEnv env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"},
-                 {"GROUP_RANK", "1"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"},
-                 {"TORCHELASTIC_RESTART_COUNT", "3"}, {"TORCHELASTIC_RUN_ID", "r9"}});
+  ScopedEnv env({{"RANK", "2"},
+                 {"WORLD_SIZE", "4"},
+                 {"LOCAL_RANK", "0"},
+                 {"LOCAL_WORLD_SIZE", "2"},
+                 {"GROUP_RANK", "1"},
+                 {"MASTER_ADDR", "node7"},
+                 {"MASTER_PORT", "1234"},
+                 {"TORCHELASTIC_RESTART_COUNT", "3"},
+                 {"TORCHELASTIC_RUN_ID", "r9"}});
   auto e = read_launch_env();
   EXPECT_EQ(e.launcher, "torchrun");
   EXPECT_FALSE(e.store_hosted);
@@ -529,9 +584,12 @@ TEST(ReadLaunchEnv, TorchrunWithoutSinewStore) {
 }
 
 TEST(ReadLaunchEnv, OpenMpi) {
-  ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
-                 {"MASTER_ADDR", "head"}, {"SINEW_STORE_TOKEN", "t"}});
+  ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "5"},
+                 {"OMPI_COMM_WORLD_SIZE", "8"},
+                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                 {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                 {"MASTER_ADDR", "head"},
+                 {"SINEW_STORE_TOKEN", "t"}});
   auto e = read_launch_env();
   EXPECT_EQ(e.launcher, "mpirun");
   EXPECT_EQ(e.rank, 5);
@@ -546,8 +604,11 @@ TEST(ReadLaunchEnv, OpenMpi) {
 }
 
 TEST(ReadLaunchEnv, SlurmWithBracketNodeList) {
-  ScopedEnv env({{"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "3"},
-                 {"SLURM_NODEID", "1"}, {"SLURM_TASKS_PER_NODE", "4(x2)"},
+  ScopedEnv env({{"SLURM_PROCID", "7"},
+                 {"SLURM_NTASKS", "8"},
+                 {"SLURM_LOCALID", "3"},
+                 {"SLURM_NODEID", "1"},
+                 {"SLURM_TASKS_PER_NODE", "4(x2)"},
                  {"SLURM_JOB_NODELIST", "gpu[03-04]"}});
   auto e = read_launch_env();
   EXPECT_EQ(e.launcher, "srun");
@@ -560,9 +621,13 @@ TEST(ReadLaunchEnv, SlurmWithBracketNodeList) {
 }
 
 TEST(ReadLaunchEnv, SlurmWithPlainNodeListAndUnevenTasks) {
-  ScopedEnv env({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "3"}, {"SLURM_LOCALID", "0"},
-                 {"SLURM_NODEID", "1"}, {"SLURM_TASKS_PER_NODE", "2,1"},
-                 {"SLURM_STEP_NODELIST", "alpha,beta"}, {"MASTER_PORT", "4000"}});
+  ScopedEnv env({{"SLURM_PROCID", "2"},
+                 {"SLURM_NTASKS", "3"},
+                 {"SLURM_LOCALID", "0"},
+                 {"SLURM_NODEID", "1"},
+                 {"SLURM_TASKS_PER_NODE", "2,1"},
+                 {"SLURM_STEP_NODELIST", "alpha,beta"},
+                 {"MASTER_PORT", "4000"}});
   auto e = read_launch_env();
   EXPECT_EQ(e.local_world_size, 1);
   EXPECT_EQ(e.master_addr, "alpha");
@@ -570,8 +635,11 @@ TEST(ReadLaunchEnv, SlurmWithPlainNodeListAndUnevenTasks) {
 }
 
 TEST(ReadLaunchEnv, SlurmPrefersExplicitMasterAndNtasksPerNode) {
-  ScopedEnv env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "2"},
-                 {"SLURM_TASKS_PER_NODE", "9"}, {"SLURM_JOB_NODELIST", "n[1-2]"},
+  ScopedEnv env({{"SLURM_PROCID", "0"},
+                 {"SLURM_NTASKS", "2"},
+                 {"SLURM_NTASKS_PER_NODE", "2"},
+                 {"SLURM_TASKS_PER_NODE", "9"},
+                 {"SLURM_JOB_NODELIST", "n[1-2]"},
                  {"MASTER_ADDR", "10.0.0.1"}});
   auto e = read_launch_env();
   EXPECT_EQ(e.local_world_size, 2);

@@ -23,9 +23,9 @@ namespace sinew::dist {
 namespace {
 
 using namespace std::chrono_literals;
+using sinew::testing::run_ranks;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using sinew::testing::run_ranks;
 
 // Keep UCX on the loopback device (it would also listen on the other NICs);
 // the forked child inherits this.
@@ -104,7 +104,8 @@ TEST(UcxTransport, SendToSelf) {
   run_world(1, [](Transport& t) {
     auto out = filled(4096, 0, 1);
     std::vector<uint8_t> in(4096);
-    RequestPtr reqs[] = {t.irecv(0, 9, in.data(), in.size()), t.isend(0, 9, out.data(), out.size())};
+    RequestPtr reqs[] = {t.irecv(0, 9, in.data(), in.size()),
+                         t.isend(0, 9, out.data(), out.size())};
     t.wait(reqs, Deadline::after(kOp));
     EXPECT_EQ(in, out);
   });
@@ -147,7 +148,8 @@ TEST(UcxTransport, SimultaneousLargeExchangeDoesNotDeadlock) {
     auto out = filled(kBytes, t.rank(), 0);
     std::vector<uint8_t> in(kBytes);
     auto exchange = [&] {
-      RequestPtr reqs[] = {t.isend(peer, 1, out.data(), kBytes), t.irecv(peer, 1, in.data(), kBytes)};
+      RequestPtr reqs[] = {t.isend(peer, 1, out.data(), kBytes),
+                           t.irecv(peer, 1, in.data(), kBytes)};
       t.wait(reqs, Deadline::after(kOp));
     };
     exchange();  // also lines the two ranks up for the timing below
@@ -227,7 +229,8 @@ TEST(UcxTransport, ReceiveWithoutSendTimesOutNamingThePeer) {
       t.wait({&r, 1}, Deadline::after(300ms));
       ADD_FAILURE() << "expected TimeoutError";
     } catch (const TimeoutError& e) {
-      EXPECT_THAT(e.what(), AllOf(HasSubstr("awaiting ranks [0]"), HasSubstr("recv from rank 0 (tag 1, 8 bytes)")));
+      EXPECT_THAT(e.what(), AllOf(HasSubstr("awaiting ranks [0]"),
+                                  HasSubstr("recv from rank 0 (tag 1, 8 bytes)")));
     }
     EXPECT_LT(Clock::now() - start, 5s);
     EXPECT_FALSE(r->test());
@@ -258,6 +261,32 @@ TEST(UcxTransport, PeerThatClosesIsReportedLostAndOthersCarryOn) {
       ADD_FAILURE() << "expected PeerLostError";
     } catch (const PeerLostError& e) {
       EXPECT_EQ(e.ranks(), std::vector<int>{0});
+    }
+  });
+}
+
+TEST(UcxTransport, MessagesSentBeforeCloseStillArrive) {
+  constexpr int kCount = 40;
+  auto store = make_memory_store();
+  std::atomic<bool> closed{false};
+  run_ranks(2, [&](int r) {
+    auto t = make_ucx_transport(store, r, 2, Deadline::after(kSetup));
+    std::vector<std::vector<uint8_t>> msgs;
+    for (int i = 0; i < kCount; ++i) msgs.push_back(filled(i % 2 ? 16000 : 8, 0, i));
+    if (r == 0) {
+      std::vector<RequestPtr> reqs;
+      for (int i = 0; i < kCount; ++i)
+        reqs.push_back(t->isend(1, i, msgs[i].data(), msgs[i].size()));
+      t->wait(reqs, Deadline::after(kOp));
+      t.reset();
+      closed = true;
+      return;
+    }
+    while (!closed) std::this_thread::sleep_for(1ms);
+    for (int i = 0; i < kCount; ++i) {
+      std::vector<uint8_t> in(msgs[i].size());
+      t->recv(0, i, in.data(), in.size(), Deadline::after(kOp));
+      ASSERT_EQ(in, msgs[i]) << i;
     }
   });
 }
@@ -319,9 +348,9 @@ TEST(UcxChild, JoinAsRankOneAndIdle) {
 }
 
 TEST(UcxTransport, PeerKilledMidReceiveRaisesPeerLost) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            fmt::format("sinew-ucx-test-{}.store", ::getpid()))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / fmt::format("sinew-ucx-test-{}.store", ::getpid()))
+          .string();
   std::filesystem::remove(path);
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -338,7 +367,8 @@ TEST(UcxTransport, PeerKilledMidReceiveRaisesPeerLost) {
     std::filesystem::remove(path);
   };
   try {
-    auto t = make_ucx_transport(make_file_store(path, Millis(20000)), 0, 2, Deadline::after(kSetup));
+    auto t =
+        make_ucx_transport(make_file_store(path, Millis(20000)), 0, 2, Deadline::after(kSetup));
     uint64_t w = 0;
     RequestPtr r = t->irecv(1, 1, &w, sizeof w);
     std::thread killer([&] {

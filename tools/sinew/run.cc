@@ -1,5 +1,6 @@
 // `sinew run`: the torchrun-compatible launcher's command line. The job
 // itself is run_job.cc; worker processes are run_workers.cc.
+#include <fmt/format.h>
 #include <sched.h>
 #include <stdlib.h>
 
@@ -8,8 +9,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "sinew/core/error.h"
 #include "sinew/dist/tcp_store.h"
@@ -105,7 +104,8 @@ int parse_nproc(const std::string& text) {
 }
 
 int parse_nnodes(const std::string& text) {
-  static const std::string kExpected = "N or N:N (a fixed number of nodes; elastic MIN:MAX is not supported)";
+  static const std::string kExpected =
+      "N or N:N (a fixed number of nodes; elastic MIN:MAX is not supported)";
   auto colon = text.find(':');
   if (colon == std::string::npos) return parse_int("--nnodes", text, 1, kExpected);
   int lo = parse_int("--nnodes", text.substr(0, colon), 1, kExpected);
@@ -129,10 +129,12 @@ std::pair<std::string, std::optional<int>> parse_endpoint(const std::string& tex
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }
-  if (host.empty()) throw InvalidArgument::make("--rdzv-endpoint", fmt::format("'{}'", text), kExpected);
+  if (host.empty())
+    throw InvalidArgument::make("--rdzv-endpoint", fmt::format("'{}'", text), kExpected);
   if (port.empty()) return {host, std::nullopt};
   int p = parse_int("--rdzv-endpoint", port, 0, "HOST:PORT with a port in 0-65535");
-  if (p > 65535) throw InvalidArgument::make("--rdzv-endpoint", fmt::format("'{}'", text), kExpected);
+  if (p > 65535)
+    throw InvalidArgument::make("--rdzv-endpoint", fmt::format("'{}'", text), kExpected);
   return {host, p};
 }
 
@@ -141,7 +143,8 @@ std::set<int> parse_rank_list(const std::string& text) {
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     out.insert(parse_int("--local-ranks-filter", item, 0, "a comma list of local ranks, e.g. 0,2"));
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -153,7 +156,9 @@ RunConfig make_config(const RunArgs& a) {
   RunConfig c;
   const auto& command = a.command;
   if (command.empty())
-    throw InvalidArgument::make("PROGRAM", "(missing)", "the program to launch, e.g. `sinew run --nproc-per-node 2 ./train`");
+    throw InvalidArgument::make(
+        "PROGRAM", "(missing)",
+        "the program to launch, e.g. `sinew run --nproc-per-node 2 ./train`");
   c.program = command.front();
   c.args.assign(command.begin() + 1, command.end());
 
@@ -174,7 +179,8 @@ RunConfig make_config(const RunArgs& a) {
                                 "a positive number of seconds");
   c.monitor_interval_s = a.monitor_interval;
   if (a.master_port < 0 || a.master_port > 65535)
-    throw InvalidArgument::make("--master-port", std::to_string(a.master_port), "a port in 0-65535");
+    throw InvalidArgument::make("--master-port", std::to_string(a.master_port),
+                                "a port in 0-65535");
   c.backend = a.backend;
   c.token = a.store_token;
   if (!a.rdzv_id.empty()) c.run_id = a.rdzv_id;
@@ -198,7 +204,8 @@ RunConfig make_config(const RunArgs& a) {
       throw InvalidArgument::make("--rdzv-endpoint", "(unset)",
                                   fmt::format("HOST:PORT of node 0's launcher, which hosts the "
                                               "job store, when --nnodes is {} (or --master-addr "
-                                              "and --master-port)", c.nnodes));
+                                              "and --master-port)",
+                                              c.nnodes));
     c.store_host = endpoint ? endpoint->first : a.master_addr;
     c.store_port = endpoint ? endpoint->second.value_or(29400) : a.master_port;
     if (c.store_port == 0)
@@ -232,17 +239,20 @@ RunConfig make_config(const RunArgs& a) {
 }  // namespace
 
 void add_run_command(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand(
-      "run", "Launch PROGRAM as workers on this node (torchrun-compatible): "
-             "sinew run [options] PROGRAM [ARGS...]");
+  auto* cmd = app.add_subcommand("run",
+                                 "Launch PROGRAM as workers on this node (torchrun-compatible): "
+                                 "sinew run [options] PROGRAM [ARGS...]");
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("--nproc-per-node,--nproc_per_node", a->nproc,
                   "Workers on this node: a number, or 'auto'/'cpu' for the number of CPUs")
-      ->envname("PET_NPROC_PER_NODE")->capture_default_str();
+      ->envname("PET_NPROC_PER_NODE")
+      ->capture_default_str();
   cmd->add_option("--nnodes", a->nnodes, "Number of nodes: N (or N:N)")
-      ->envname("PET_NNODES")->capture_default_str();
+      ->envname("PET_NNODES")
+      ->capture_default_str();
   cmd->add_option("--node-rank,--node_rank", a->node_rank, "This node's rank, 0 .. nnodes-1")
-      ->envname("PET_NODE_RANK")->capture_default_str();
+      ->envname("PET_NODE_RANK")
+      ->capture_default_str();
   cmd->add_option("--rdzv-endpoint,--rdzv_endpoint", a->rdzv_endpoint,
                   "HOST:PORT where node 0's launcher hosts the job store")
       ->envname("PET_RDZV_ENDPOINT");
@@ -251,21 +261,25 @@ void add_run_command(CLI::App& app, int& rc) {
       ->envname("PET_RDZV_ID");
   cmd->add_option("--rdzv-backend,--rdzv_backend", a->rdzv_backend,
                   "static or c10d; both mean sinew's launcher-hosted TCP store")
-      ->envname("PET_RDZV_BACKEND")->capture_default_str();
+      ->envname("PET_RDZV_BACKEND")
+      ->capture_default_str();
   cmd->add_flag("--standalone", a->standalone,
                 "Single node: host the store on 127.0.0.1 at a free port, with a random run id")
       ->envname("PET_STANDALONE");
   cmd->add_option("--max-restarts,--max_restarts", a->max_restarts,
                   "Restart all workers up to this many times after a failure")
-      ->envname("PET_MAX_RESTARTS")->capture_default_str();
+      ->envname("PET_MAX_RESTARTS")
+      ->capture_default_str();
   cmd->add_option("--monitor-interval,--monitor_interval", a->monitor_interval,
                   "Seconds between checks of the other nodes' state")
-      ->envname("PET_MONITOR_INTERVAL")->capture_default_str();
+      ->envname("PET_MONITOR_INTERVAL")
+      ->capture_default_str();
   cmd->add_option("--log-dir,--log_dir", a->log_dir,
                   "Write each worker's stdout/stderr under this directory")
       ->envname("PET_LOG_DIR");
-  cmd->add_option("-t,--tee", a->tee,
-                  "Copy streams to the log files as well as the console: 1 stdout, 2 stderr, 3 both")
+  cmd->add_option(
+         "-t,--tee", a->tee,
+         "Copy streams to the log files as well as the console: 1 stdout, 2 stderr, 3 both")
       ->envname("PET_TEE");
   cmd->add_option("-r,--redirects", a->redirects,
                   "Send streams only to the log files: 1 stdout, 2 stderr, 3 both")
@@ -283,7 +297,8 @@ void add_run_command(CLI::App& app, int& rc) {
   cmd->add_flag("--no-python,--no_python", a->no_python,
                 "Accepted for torchrun compatibility; PROGRAM is always executed directly")
       ->envname("PET_NO_PYTHON");
-  cmd->add_option("--backend", a->backend, "Collective backend for the workers (exported as SINEW_BACKEND)");
+  cmd->add_option("--backend", a->backend,
+                  "Collective backend for the workers (exported as SINEW_BACKEND)");
   cmd->add_option("--store-token", a->store_token,
                   "The job's store token (required, the same on every node, with --nnodes > 1)")
       ->envname("SINEW_STORE_TOKEN");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -85,10 +86,10 @@ class Rendezvous {
         break;
       } catch (const RecoverableError& e) {
         if (deadline.expired())
-          throw TimeoutError(fmt::format(
-              "sinew run: cannot reach the rendezvous store at {}:{} within {} s "
-              "(SINEW_RUN_JOIN_TIMEOUT_S): {}. Is node 0's launcher running there?",
-              o.host, o.port, kJoinTimeoutS.get(), e.what()));
+          throw TimeoutError(
+              fmt::format("sinew run: cannot reach the rendezvous store at {}:{} within {} s "
+                          "(SINEW_RUN_JOIN_TIMEOUT_S): {}. Is node 0's launcher running there?",
+                          o.host, o.port, kJoinTimeoutS.get(), e.what()));
         sleep_unless_signalled(signals_, Millis(200));
       }
     }
@@ -115,18 +116,24 @@ class Rendezvous {
         std::vector<int> missing;
         for (int n = 0; n < c_.nnodes; ++n)
           if (!store_->check({keys[n]})) missing.push_back(n);
-        throw TimeoutError(fmt::format(
-            "sinew run: node ranks {} did not join attempt {} within {} s "
-            "(SINEW_RUN_JOIN_TIMEOUT_S); start `sinew run` on every node with the same "
-            "--rdzv-endpoint, --rdzv-id and --store-token",
-            missing, attempt, kJoinTimeoutS.get()));
+        throw TimeoutError(
+            fmt::format("sinew run: node ranks {} did not join attempt {} within {} s "
+                        "(SINEW_RUN_JOIN_TIMEOUT_S); start `sinew run` on every node with the same "
+                        "--rdzv-endpoint, --rdzv-id and --store-token",
+                        missing, attempt, kJoinTimeoutS.get()));
       }
       sleep_unless_signalled(signals_, poll_interval());
     }
     Membership m;
     auto values = store_->multi_get(keys);
     for (int n = 0; n < c_.nnodes; ++n) {
-      int v = std::stoi(dist::to_string(values[n]));
+      std::string text = dist::to_string(values[n]);
+      int v = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size() || v < 1)
+        throw InvalidArgument::make(keys[n], fmt::format("'{}'", text),
+                                    "a worker count written by `sinew run` (is another job "
+                                    "using the same --rdzv-id and store?)");
       if (n < c_.node_rank) m.rank_offset += v;
       m.world_size += v;
     }
@@ -136,7 +143,8 @@ class Rendezvous {
   // The first failure of an attempt, anywhere, as "<rank> <exit code>".
   void report_failure(int attempt, int rank, int code) {
     if (c_.nnodes == 1) return;
-    store_->compare_set(key(attempt, "failed"), {}, dist::to_bytes(fmt::format("{} {}", rank, code)));
+    store_->compare_set(key(attempt, "failed"), {},
+                        dist::to_bytes(fmt::format("{} {}", rank, code)));
   }
   // Another node's failure of this attempt: {rank, exit code}.
   std::optional<std::pair<int, int>> remote_failure(int attempt) {
@@ -228,8 +236,7 @@ class Job {
     for (int attempt = 0;; ++attempt) {
       auto m = rdzv.join(attempt);
       WorkerGroup group(signals_, program_path_, argv(), c_.output, host_);
-      for (int lr = 0; lr < c_.nproc_per_node; ++lr)
-        group.spawn(make_spec(rdzv, m, attempt, lr));
+      for (int lr = 0; lr < c_.nproc_per_node; ++lr) group.spawn(make_spec(rdzv, m, attempt, lr));
       Outcome o = supervise(group, rdzv, attempt);
       group.finish_output();
       print_table(group, attempt, o);
@@ -293,11 +300,14 @@ class Job {
                    std::to_string(local_rank);
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (ec) throw IoError(fmt::format("sinew run: cannot create log directory {}: {}", dir.string(), ec.message()));
+    if (ec)
+      throw IoError(
+          fmt::format("sinew run: cannot create log directory {}: {}", dir.string(), ec.message()));
     fs::path file = dir / (stream == kStdout ? "stdout.log" : "stderr.log");
     int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-      throw IoError(fmt::format("sinew run: cannot open {}: {}", file.string(), std::strerror(errno)));
+      throw IoError(
+          fmt::format("sinew run: cannot open {}: {}", file.string(), std::strerror(errno)));
     return UniqueFd(fd);
   }
 
@@ -324,8 +334,10 @@ class Job {
         return o;
       }
       if (auto remote = rdzv.remote_failure(attempt)) {
-        std::fprintf(stderr, "sinew run: rank %d on another node failed (exit %d); stopping the "
-                     "workers on this node\n", remote->first, remote->second);
+        std::fprintf(stderr,
+                     "sinew run: rank %d on another node failed (exit %d); stopping the "
+                     "workers on this node\n",
+                     remote->first, remote->second);
         group.stop(grace, SIGTERM);
         return {Outcome::kRemoteFailed, remote->second, std::nullopt, remote->first, 0};
       }
@@ -337,7 +349,8 @@ class Job {
         return {Outcome::kRemoteFailed, remote->second, std::nullopt, remote->first, 0};
       auto ev = group.poll(rdzv.poll_interval());
       if (!ev.signals.empty())
-        return {Outcome::kSignalled, 128 + ev.signals.front(), std::nullopt, -1, ev.signals.front()};
+        return {Outcome::kSignalled, 128 + ev.signals.front(), std::nullopt, -1,
+                ev.signals.front()};
     }
     return o;
   }
@@ -351,9 +364,12 @@ class Job {
     for (size_t i = 0; i < group.size(); ++i) {
       const auto& r = group.result(i);
       std::string note;
-      if (o.first_failure == i) note = "  <- first failure";
-      else if (!r.reaped) note = "  (still running)";
-      else if (r.stopped) note = "  (stopped by sinew run)";
+      if (o.first_failure == i)
+        note = "  <- first failure";
+      else if (!r.reaped)
+        note = "  (still running)";
+      else if (r.stopped)
+        note = "  (stopped by sinew run)";
       out += fmt::format("  {:>6} {:>6} {:>8} {:>10} {:>9.2f}s{}\n", r.rank, r.local_rank, r.pid,
                          r.reaped ? describe_wait_status(r.wait_status) : "-", r.elapsed_s, note);
     }

@@ -48,7 +48,8 @@ StreamMask StreamMask::parse(const std::string& option, const std::string& text)
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t colon = item.find(':');
     if (colon == std::string::npos)
       throw InvalidArgument::make(option, fmt::format("'{}'", text), kExpected);

@@ -143,7 +143,8 @@ std::string resolve_program(const std::string& program) {
   size_t pos = 0;
   while (pos <= path.size()) {
     size_t colon = path.find(':', pos);
-    std::string dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    std::string dir =
+        path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
     std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
     struct stat st {};
     if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&

@@ -38,8 +38,9 @@
 namespace sinew::dist {
 namespace {
 
-// Rethrows the exception being handled as sinew's taxonomy; `what` names the op.
-[[noreturn]] void rethrow_gloo_error(const std::string& what) {
+// Rethrows the exception being handled as sinew's taxonomy; `what` names
+// the op, `peers` the ranks a lost connection may be to (when known).
+[[noreturn]] void rethrow_gloo_error(const std::string& what, std::vector<int> peers = {}) {
   try {
     throw;
   } catch (const Error&) {
@@ -51,7 +52,7 @@ namespace {
     if (m.find("Timed out") != std::string::npos || m.find("timeout") != std::string::npos)
       throw TimeoutError(fmt::format("{} timed out: {}", what, m));
     throw PeerLostError(fmt::format("{}: a peer closed its connection or failed: {} (re-create the "
-                                    "group)", what, m), {});
+                                    "group)", what, m), std::move(peers));
   } catch (const gloo::EnforceNotMet& e) {
     throw InternalError(fmt::format("{}: gloo check failed: {}", what, e.what()));
   } catch (const gloo::Exception& e) {
@@ -88,6 +89,10 @@ class GlooProcessGroup final : public ProcessGroup {
         queue_(std::make_unique<OpQueue>(fmt::format("gloo:{}", this->name()))) {
     queue_->post_init([this] { connect(); });
   }
+
+  // Wakes a send/recv in flight, so joining the worker is prompt unless a
+  // collective is in flight (that one runs until its timeout).
+  ~GlooProcessGroup() override { abort("the process group was destroyed"); }
 
   std::string backend_name() const override { return "gloo"; }
 
@@ -293,7 +298,7 @@ class GlooProcessGroup final : public ProcessGroup {
           auto ms = std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline.remaining()));
           done = send ? bufs[i]->waitSend(ms) : bufs[i]->waitRecv(ms);
         } catch (...) {
-          rethrow_gloo_error(what);
+          rethrow_gloo_error(what, {ops[i].peer});
         }
         if (!done) throw AbortedError(fmt::format("{}: group '{}' was aborted", what, name()));
       }

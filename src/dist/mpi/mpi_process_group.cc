@@ -84,7 +84,8 @@ class MpiProcessGroup final : public ProcessGroup {
         queue_(std::make_unique<OpQueue>(fmt::format("mpi:{}", this->name()))) {}
 
   ~MpiProcessGroup() override {
-    queue_.reset();  // joins the worker: nothing uses comm_ after this
+    abort("the process group was destroyed");  // the worker stops polling at once
+    queue_.reset();                            // joins it: nothing uses comm_ after this
     if (comm_ == MPI_COMM_NULL) return;
     try {
       mpi::Lock lock;

@@ -48,13 +48,35 @@ void combine(void* in, void* inout, int* len, MPI_Datatype* type) {
   std::abort();
 }
 
+// Types MPI has arithmetic for; the others get their own handles.
+bool is_narrow(DType d) {
+  switch (d) {
+    case DType::kF32:
+    case DType::kF64:
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kI32:
+    case DType::kI64: return false;
+    default: return true;
+  }
+}
+
+void release_handles(Handles& h) {
+  for (auto& op : h.user_ops)
+    if (op != MPI_OP_NULL) MPI_Op_free(&op);
+  for (DType d : kAllDTypes)
+    if (is_narrow(d)) MPI_Type_free(&h.types[index_of(d)]);
+}
+
 void finalize_at_exit() {
   std::lock_guard<std::mutex> g(mpi_mutex());
   if (g_finalized) return;
   g_finalized = true;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (g_handles) release_handles(*g_handles);
+  MPI_Finalize();
 }
 
 MPI_Datatype narrow_type(int bytes) {
@@ -78,12 +100,8 @@ Handles* create_handles() {
   h->types[index_of(DType::kU8)] = MPI_UINT8_T;
   h->types[index_of(DType::kI32)] = MPI_INT32_T;
   h->types[index_of(DType::kI64)] = MPI_INT64_T;
-  // Types MPI has no arithmetic for get distinct handles of their width.
-  h->types[index_of(DType::kF16)] = narrow_type(2);
-  h->types[index_of(DType::kBF16)] = narrow_type(2);
-  h->types[index_of(DType::kBool)] = narrow_type(1);
-  h->types[index_of(DType::kF8E4M3FN)] = narrow_type(1);
-  h->types[index_of(DType::kF8E5M2)] = narrow_type(1);
+  for (DType d : kAllDTypes)
+    if (is_narrow(d)) h->types[index_of(d)] = narrow_type(static_cast<int>(dtype_size(d)));
   add_user_op<ReduceKind::kSum>(*h);
   add_user_op<ReduceKind::kProd>(*h);
   add_user_op<ReduceKind::kMin>(*h);
@@ -96,18 +114,6 @@ Handles* create_handles() {
   check(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag), "MPI_Comm_get_attr(MPI_TAG_UB)");
   if (flag && ub) h->tag_ub = *ub;
   return h.release();
-}
-
-bool native_arithmetic(DType d) {
-  switch (d) {
-    case DType::kF32:
-    case DType::kF64:
-    case DType::kI8:
-    case DType::kU8:
-    case DType::kI32:
-    case DType::kI64: return true;
-    default: return false;
-  }
 }
 
 }  // namespace
@@ -160,7 +166,7 @@ Lock::Lock() : lock_(mpi_mutex()) {
 MPI_Datatype datatype(DType dtype) { return g_handles->types[index_of(dtype)]; }
 
 MPI_Op reduce_op(DType dtype, ReduceKind kind) {
-  if (native_arithmetic(dtype)) {
+  if (!is_narrow(dtype)) {
     switch (kind) {
       case ReduceKind::kSum: return MPI_SUM;
       case ReduceKind::kProd: return MPI_PROD;

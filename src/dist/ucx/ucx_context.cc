@@ -37,7 +37,8 @@ ContextPtr make_context(size_t estimated_eps) {
   check_ucs(ucp_config_read(nullptr, nullptr, &raw), "ucp_config_read");
   ConfigPtr config(raw);
   UcxSettings s = effective_settings();
-  if (!s.tls.empty()) check_ucs(ucp_config_modify(config.get(), "TLS", s.tls.c_str()), "setting TLS");
+  if (!s.tls.empty())
+    check_ucs(ucp_config_modify(config.get(), "TLS", s.tls.c_str()), "setting TLS");
   if (!s.net_devices.empty())
     check_ucs(ucp_config_modify(config.get(), "NET_DEVICES", s.net_devices.c_str()),
               "setting NET_DEVICES");
@@ -51,10 +52,11 @@ ContextPtr make_context(size_t estimated_eps) {
   ucp_context_h context = nullptr;
   ucs_status_t st = ucp_init(&params, config.get(), &context);
   if (st != UCS_OK)
-    throw IoError(fmt::format("UCX ucp_init failed: {} (TLS '{}', NET_DEVICES '{}'); set "
-                              "SINEW_UCX_TLS / SINEW_UCX_NET_DEVICES to transports and devices "
-                              "this host has (see `ucx_info -d`)",
-                              ucs_status_string(st), s.tls, s.net_devices.empty() ? "all" : s.net_devices));
+    throw IoError(
+        fmt::format("UCX ucp_init failed: {} (TLS '{}', NET_DEVICES '{}'); set "
+                    "SINEW_UCX_TLS / SINEW_UCX_NET_DEVICES to transports and devices "
+                    "this host has (see `ucx_info -d`)",
+                    ucs_status_string(st), s.tls, s.net_devices.empty() ? "all" : s.net_devices));
   SINEW_DEBUG(kUcx, "UCX {} context: TLS '{}', NET_DEVICES '{}'", ucp_get_version_string(), s.tls,
               s.net_devices.empty() ? "all" : s.net_devices);
   return ContextPtr(context);

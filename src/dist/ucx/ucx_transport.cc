@@ -12,6 +12,15 @@
 // (header split off with an iov); any other length is drained into a scratch
 // buffer so the receive can fail naming what was sent, and the sender still
 // completes.
+//
+// Peer failure: endpoints use UCP_ERR_HANDLING_MODE_PEER and every pair
+// exchanges a message while connecting, so each pair holds a live TCP
+// connection. A peer process that dies (or destroys its transport) closes
+// it, and its endpoint fails within milliseconds of our next progress; waits
+// involving that peer then throw PeerLostError. A peer whose host vanishes
+// without closing anything is caught by UCX's keepalive (UCX_KEEPALIVE_INTERVAL,
+// 20 s by default; TCP keepalive UCX_TCP_KEEPIDLE/KEEPINTVL) or else by the
+// caller's deadline.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <poll.h>
@@ -35,9 +44,9 @@ namespace sinew::dist {
 namespace ucx {
 namespace {
 
-inline const EnvParam<int64_t> kCloseTimeoutMs{
-    "SINEW_UCX_CLOSE_TIMEOUT_MS", 2000,
-    "how long destroying a UCX transport waits for endpoints to flush before dropping them"};
+inline const EnvParam<int64_t> kCloseTimeoutMs{"SINEW_UCX_CLOSE_TIMEOUT_MS", 2000,
+                                               "how long destroying a UCX transport waits for "
+                                               "sends to flush, and then for endpoints to close"};
 
 constexpr int kRankBits = 20;
 constexpr int kSeqBits = 64 - kRankBits;
@@ -104,8 +113,8 @@ class UcxRequest final : public TransportRequest {
   }
 
   std::string describe() const {
-    return fmt::format("{} rank {} (tag {}, {} bytes)", kind == Kind::kSend ? "send to" : "recv from",
-                       peer, tag, bytes);
+    return fmt::format("{} rank {} (tag {}, {} bytes)",
+                       kind == Kind::kSend ? "send to" : "recv from", peer, tag, bytes);
   }
 
   UcxTransport* const owner;
@@ -143,7 +152,8 @@ class UcxTransport final : public Transport {
   ~UcxTransport() override {
     bool force = aborted_ || std::any_of(lost_.begin(), lost_.end(),
                                          [](ucs_status_t s) { return s != UCS_OK; });
-    release(force, Status(ErrorCode::kAborted, "UCX transport destroyed before the request completed"));
+    release(force,
+            Status(ErrorCode::kAborted, "UCX transport destroyed before the request completed"));
   }
 
   std::string name() const override { return "ucx"; }
@@ -222,15 +232,16 @@ class UcxTransport final : public Transport {
  private:
   static ucp_request_param_t request_param(UcxRequest* r, ucp_datatype_t datatype) {
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_DATATYPE;
+    p.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
     p.datatype = datatype;
     p.user_data = r;
     return p;
   }
 
   void check_args(int peer, const void* data, size_t bytes) const {
-    SINEW_ARG_CHECK(peer >= 0 && peer < size_, "peer", peer, fmt::format("a rank in [0, {})", size_));
+    SINEW_ARG_CHECK(peer >= 0 && peer < size_, "peer", peer,
+                    fmt::format("a rank in [0, {})", size_));
     SINEW_ARG_CHECK(data != nullptr || bytes == 0, "data", "nullptr",
                     fmt::format("a buffer of {} bytes", bytes));
   }
@@ -238,15 +249,13 @@ class UcxTransport final : public Transport {
   // --- connection setup ---------------------------------------------------
 
   void connect(Store& store, Deadline deadline) {
-    SINEW_ARG_CHECK(size_ >= 1 && size_ <= kMaxRanks, "size", size_,
-                    fmt::format("1 to {} ranks", kMaxRanks));
-    SINEW_ARG_CHECK(rank_ >= 0 && rank_ < size_, "rank", rank_, fmt::format("a rank in [0, {})", size_));
     store.set(addr_key(rank_), worker_address(worker_.get()));
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(addr_key(r));
     try {
-      store.wait(keys, deadline.is_never() ? store.timeout()
-                                           : std::chrono::duration_cast<Millis>(deadline.remaining()));
+      store.wait(keys, deadline.is_never()
+                           ? store.timeout()
+                           : std::chrono::duration_cast<Millis>(deadline.remaining()));
     } catch (const TimeoutError&) {
       std::vector<int> missing;
       for (int r = 0; r < size_; ++r)
@@ -272,8 +281,8 @@ class UcxTransport final : public Transport {
       ucs_status_t st = ucp_ep_create(worker_.get(), &ep, &eps_[p]);
       if (st != UCS_OK) {
         eps_[p] = nullptr;
-        throw IoError(fmt::format("UCX cannot create an endpoint to rank {}: {}", p,
-                                  ucs_status_string(st)));
+        throw IoError(
+            fmt::format("UCX cannot create an endpoint to rank {}: {}", p, ucs_status_string(st)));
       }
     }
 
@@ -388,14 +397,15 @@ class UcxTransport final : public Transport {
 
   void complete(UcxRequest& r, ucs_status_t status) {
     if (status == UCS_ERR_CANCELED) {
-      r.finish(aborted_ ? aborted_status() : lost_[r.peer] != UCS_OK ? peer_lost(r.peer, lost_[r.peer])
-                                                                     : closed_status());
+      r.finish(aborted_                  ? aborted_status()
+               : lost_[r.peer] != UCS_OK ? peer_lost(r.peer, lost_[r.peer])
+                                         : closed_status());
     } else if (status != UCS_OK) {
       if (lost_[r.peer] != UCS_OK || is_connection_error(status)) {
         r.finish(peer_lost(r.peer, lost_[r.peer] != UCS_OK ? lost_[r.peer] : status));
       } else {
-        r.finish(Status(ErrorCode::kIoError, fmt::format("UCX {} failed: {}", r.describe(),
-                                                         ucs_status_string(status))));
+        r.finish(Status(ErrorCode::kIoError,
+                        fmt::format("UCX {} failed: {}", r.describe(), ucs_status_string(status))));
       }
     } else if (r.kind == UcxRequest::Kind::kRecv) {
       r.finish(check_match(r));
@@ -418,7 +428,8 @@ class UcxTransport final : public Transport {
     if (!r.length_mismatch && r.header.tag == r.tag) return Status::ok();
     InvalidArgument e = InvalidArgument::make(
         fmt::format("recv from rank {}", r.peer),
-        fmt::format("tag {} with {} bytes (the next message rank {} sent)", r.header.tag, got_bytes, r.peer),
+        fmt::format("tag {} with {} bytes (the next message rank {} sent)", r.header.tag, got_bytes,
+                    r.peer),
         fmt::format("tag {} with {} bytes: sends and receives between a pair must match in order",
                     r.tag, r.bytes));
     return Status(ErrorCode::kInvalidArgument, e.what());
@@ -427,7 +438,8 @@ class UcxTransport final : public Transport {
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* a = static_cast<PeerErrorArg*>(arg);
     a->self->lost_[a->peer] = status;
-    SINEW_WARN(kUcx, "rank {}: UCX endpoint to rank {} failed: {}", a->self->rank_, a->peer,
+    // Also how a peer's normal exit looks; requests that needed it report it.
+    SINEW_INFO(kUcx, "rank {}: UCX connection to rank {} ended: {}", a->self->rank_, a->peer,
                ucs_status_string(status));
   }
 
@@ -454,9 +466,9 @@ class UcxTransport final : public Transport {
     }
     std::sort(peers.begin(), peers.end());
     auto waited = std::chrono::duration_cast<Millis>(Clock::now() - start).count();
-    throw TimeoutError(fmt::format("UCX wait on rank {} timed out after {} ms, still awaiting ranks {}: {}{}",
-                                   rank_, waited, peers, fmt::join(pending, "; "),
-                                   npending > kListed ? "; ..." : ""));
+    throw TimeoutError(fmt::format(
+        "UCX wait on rank {} timed out after {} ms, still awaiting ranks {}: {}{}", rank_, waited,
+        peers, fmt::join(pending, "; "), npending > kListed ? "; ..." : ""));
   }
 
   // --- abort and teardown ---------------------------------------------------
@@ -500,32 +512,53 @@ class UcxTransport final : public Transport {
     context_.reset();
   }
 
+  // Unless `force`, a worker flush first puts what was sent on the wire; the
+  // endpoints then close without UCX's disconnect handshake, which would
+  // wait for every peer to progress. Peers see the connection end.
   void close_endpoints(bool force) {
-    std::vector<void*> closing;
+    Deadline until = Deadline::after(Millis(kCloseTimeoutMs.get()));
     ucp_request_param_t p{};
+    if (!force) {
+      std::vector<void*> flushing;
+      ucs_status_ptr_t sp = ucp_worker_flush_nbx(worker_.get(), &p);
+      if (UCS_PTR_IS_PTR(sp)) flushing.push_back(sp);
+      if (!drain(flushing, until))
+        SINEW_WARN(kUcx, "rank {}: UCX sends did not flush within {} ms; closing anyway", rank_,
+                   kCloseTimeoutMs.get());
+    }
+    std::vector<void*> closing;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     for (auto& ep : eps_) {
       if (!ep) continue;
       ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
       if (UCS_PTR_IS_PTR(sp)) closing.push_back(sp);
       ep = nullptr;
     }
-    Deadline until = Deadline::after(Millis(kCloseTimeoutMs.get()));
-    while (!until.expired() && (!closing.empty() || !inflight_.empty())) {
+    if (!drain(closing, Deadline::after(Millis(kCloseTimeoutMs.get()))))
+      SINEW_WARN(kUcx, "rank {}: UCX endpoints did not close within {} ms", rank_,
+                 kCloseTimeoutMs.get());
+  }
+
+  // Progresses until `reqs` (UCX requests without callbacks) and every
+  // tracked operation complete, or `until`; frees `reqs` either way.
+  bool drain(std::vector<void*>& reqs, Deadline until) {
+    while (!reqs.empty() || !inflight_.empty()) {
       while (ucp_worker_progress(worker_.get()) != 0) {
       }
-      std::erase_if(closing, [](void* req) {
+      std::erase_if(reqs, [](void* req) {
         if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
         ucp_request_free(req);
         return true;
       });
-      if (!closing.empty() || !inflight_.empty()) idle_wait(until);
+      if (reqs.empty() && inflight_.empty()) break;
+      if (until.expired()) break;
+      idle_wait(until);
     }
-    if (!closing.empty())
-      SINEW_WARN(kUcx, "rank {}: {} UCX endpoints did not close within {} ms; dropping them", rank_,
-                 closing.size(), kCloseTimeoutMs.get());
-    for (void* req : closing) ucp_request_free(req);  // released when UCX is done with it
+    bool done = reqs.empty() && inflight_.empty();
+    for (void* req : reqs) ucp_request_free(req);  // UCX releases it once it completes
+    reqs.clear();
+    return done;
   }
 
   struct PeerErrorArg {
@@ -546,7 +579,7 @@ class UcxTransport final : public Transport {
   std::vector<PeerErrorArg> err_args_;
   std::vector<uint64_t> send_seq_;
   std::vector<uint64_t> recv_seq_;
-  std::vector<ucs_status_t> lost_;  // UCS_OK while the peer's endpoint is healthy
+  std::vector<ucs_status_t> lost_;                  // UCS_OK while the peer's endpoint is healthy
   std::list<std::shared_ptr<UcxRequest>> probing_;  // receives waiting for their message
   std::unordered_map<UcxRequest*, InFlight> inflight_;
   std::atomic<bool> abort_requested_{false};
@@ -558,6 +591,9 @@ class UcxTransport final : public Transport {
 
 TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline) {
   if (!store) throw InvalidArgument::make("store", "nullptr", "a store to rendezvous through");
+  SINEW_ARG_CHECK(size >= 1 && size <= ucx::kMaxRanks, "size", size,
+                  fmt::format("1 to {} ranks", ucx::kMaxRanks));
+  SINEW_ARG_CHECK(rank >= 0 && rank < size, "rank", rank, fmt::format("a rank in [0, {})", size));
   return std::make_unique<ucx::UcxTransport>(std::move(store), rank, size, deadline);
 }
 

@@ -273,12 +273,24 @@ void all_to_all(const Call& c, const TensorView& out, const TensorView& in,
     t.wait(reqs, c.deadline);
   }
   peer_sends[r] = in_splits[r];
-  for (int q = 0; q < W; ++q)
-    if (peer_sends[q] != out_splits[q])
-      throw InvalidArgument(fmt::format(
-          "all_to_all split sizes disagree: rank {} sends {} elements to rank {} but rank {} expects {} "
-          "(output_split_sizes[{}])",
-          q, peer_sends[q], r, r, out_splits[q], q));
+  // Agree on the first disagreement (lowest receiving rank) so every rank
+  // raises the same error instead of only the pair that saw it.
+  struct Bad {
+    int64_t receiver, sender, sent, expected;
+  } bad{W, -1, 0, 0};
+  for (int q = 0; q < W && bad.receiver == W; ++q)
+    if (peer_sends[q] != out_splits[q]) bad = {r, q, peer_sends[q], out_splits[q]};
+  uint32_t step = 0xE0000;
+  for (int dist = 1; dist < W; dist *= 2, ++step) {
+    Bad got;
+    exchange(c, (r + dist) % W, &bad, sizeof(bad), (r - dist + W) % W, &got, sizeof(got), step);
+    if (got.receiver < bad.receiver) bad = got;
+  }
+  if (bad.receiver < W)
+    throw InvalidArgument(fmt::format(
+        "all_to_all split sizes disagree: rank {} sends {} elements to rank {} but rank {} expects {} "
+        "(output_split_sizes[{}])",
+        bad.sender, bad.sent, bad.receiver, bad.receiver, bad.expected, bad.sender));
   std::vector<int64_t> in_off(W, 0), out_off(W, 0);
   for (int q = 1; q < W; ++q) {
     in_off[q] = in_off[q - 1] + in_splits[q - 1];

@@ -254,11 +254,15 @@ int run_collectives_bench(CollectivesConfig cfg, Report& report) {
     std::vector<pid_t> pids;
     std::unique_ptr<dist::TcpStoreServer> srv;
     // Peers at their best: huge-page malloc for their temporaries (BASELINES.md).
-    std::vector<std::string> env = {"GLIBC_TUNABLES=glibc.malloc.hugetlb=1"};
+    // Loopback only (UCX and MPI would otherwise probe every interface).
+    std::vector<std::string> env = {"GLIBC_TUNABLES=glibc.malloc.hugetlb=1", "UCX_NET_DEVICES=lo"};
     if (impl == "mpi") {
       std::vector<std::string> argv = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
                                        std::to_string(cfg.world), "--mca", "btl", "self,vader", "-x",
-                                       "GLIBC_TUNABLES", exe};
+                                       "GLIBC_TUNABLES", "--mca", "btl_tcp_if_include", "lo",
+                                       "--mca", "oob_tcp_if_include", "lo",
+                                       // containers here forbid CMA single-copy
+                                       "--mca", "btl_vader_single_copy_mechanism", "none", exe};
       for (auto& a : worker_args(c)) argv.push_back(a);
       env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
       env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -16,6 +17,10 @@
 #include "sinew/tensor/dtype.h"
 
 namespace sinew::testing {
+
+// Tests stay on loopback: UCX would otherwise also use the host's other
+// interfaces between ranks of one process.
+inline const bool kLoopbackOnly = [] { return setenv("UCX_NET_DEVICES", "lo", 0) == 0; }();
 
 inline void run_ranks(int world, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;

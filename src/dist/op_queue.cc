@@ -24,6 +24,7 @@ void OpQueue::post(WorkPtr work, Task task) {
   {
     std::lock_guard<std::mutex> g(mu_);
     if (abort_status_.is_ok() && (!init_done_ || init_status_.is_ok())) {
+      pending_.fetch_add(1);
       items_.push_back({std::move(work), std::move(task)});
       cv_.notify_all();
       return;
@@ -33,31 +34,27 @@ void OpQueue::post(WorkPtr work, Task task) {
   work->complete(s);
 }
 
-bool OpQueue::try_run_inline(const WorkPtr& work, const Task& task) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (!items_.empty() || running_ || !init_done_ || !abort_status_.is_ok() || !init_status_.is_ok())
-      return false;
-    running_ = work;
+bool OpQueue::begin_inline() {
+  if (pending_.load(std::memory_order_acquire) != 0 || !inline_ok_.load(std::memory_order_acquire)) return false;
+  if (!exec_mu_.try_lock()) return false;
+  // Re-check under the lock: an op posted meanwhile must run first.
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    exec_mu_.unlock();
+    return false;
   }
-  Status status;
-  try {
-    task();
-  } catch (...) {
-    status = Status::from_current_exception();
-  }
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    running_.reset();
-  }
-  cv_.notify_all();
-  work->complete(status);
   return true;
+}
+
+void OpQueue::end_inline(const WorkPtr& work, Status status) {
+  exec_mu_.unlock();
+  work->complete(std::move(status));
 }
 
 void OpQueue::post_init(Task task) {
   std::lock_guard<std::mutex> g(mu_);
   init_done_ = false;
+  inline_ok_.store(false);
+  pending_.fetch_add(1);
   auto w = std::make_shared<Work>("init", 0, Deadline::never());
   items_.push_back({std::move(w), std::move(task), true});
   cv_.notify_all();
@@ -69,6 +66,8 @@ void OpQueue::abort(const Status& status) {
   {
     std::lock_guard<std::mutex> g(mu_);
     if (abort_status_.is_ok()) abort_status_ = status;
+    inline_ok_.store(false);
+    pending_.fetch_sub(static_cast<int>(items_.size()));
     items.swap(items_);
     running = running_;
     if (!init_done_) {
@@ -112,27 +111,35 @@ void OpQueue::loop() {
     Item item;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      // running_ may be set by an inline op on another thread: wait for it.
-      cv_.wait(lk, [&] { return stop_ || (!items_.empty() && !running_); });
+      cv_.wait(lk, [&] { return stop_ || !items_.empty(); });
       if (items_.empty()) return;
       item = std::move(items_.front());
       items_.pop_front();
       running_ = item.work;
     }
     Status status;
-    try {
-      item.task();
-    } catch (...) {
-      status = Status::from_current_exception();
+    {
+      std::lock_guard<std::mutex> exec(exec_mu_);  // after any inline op in flight
+      try {
+        item.task();
+      } catch (...) {
+        status = Status::from_current_exception();
+      }
     }
     std::deque<Item> failed;
     {
       std::lock_guard<std::mutex> g(mu_);
       running_.reset();
+      pending_.fetch_sub(1);
       if (item.is_init) {
         init_done_ = true;
         if (init_status_.is_ok()) init_status_ = status;
-        if (!status.is_ok()) failed.swap(items_);
+        if (!status.is_ok()) {
+          pending_.fetch_sub(static_cast<int>(items_.size()));
+          failed.swap(items_);
+        } else if (abort_status_.is_ok()) {
+          inline_ok_.store(true);
+        }
       }
     }
     cv_.notify_all();

@@ -5,6 +5,7 @@
 // Work; nothing throws across the worker thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -31,7 +32,20 @@ class OpQueue {
   // Runs `task` on the calling thread when nothing is queued or running
   // (latency-bound small ops skip the thread hand-off); returns false, doing
   // nothing, otherwise. `work` is completed either way when it returns true.
-  bool try_run_inline(const WorkPtr& work, const Task& task);
+  // An inline op is not tracked for abort(): it runs on the caller's own
+  // thread, which sees the group's abort flag in its transport waits.
+  template <class F>
+  bool try_run_inline(const WorkPtr& work, F&& task) {
+    if (!begin_inline()) return false;
+    Status status;
+    try {
+      task();
+    } catch (...) {
+      status = Status::from_current_exception();
+    }
+    end_inline(work, std::move(status));
+    return true;
+  }
   // Queues the group's init step (rendezvous, connections): ops posted after
   // it wait behind it, and if it fails they all fail with its error.
   void post_init(Task task);
@@ -46,6 +60,8 @@ class OpQueue {
   void wait_init(Deadline deadline) const;
 
  private:
+  bool begin_inline();
+  void end_inline(const WorkPtr& work, Status status);
   void loop();
   struct Item {
     WorkPtr work;
@@ -56,7 +72,10 @@ class OpQueue {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::deque<Item> items_;
-  WorkPtr running_;
+  WorkPtr running_;            // the worker's current op
+  std::mutex exec_mu_;         // held by whoever runs an op: worker or inline caller
+  std::atomic<int> pending_{0};  // posted ops not finished yet
+  std::atomic<bool> inline_ok_{true};  // init succeeded (or none) and not aborted
   bool stop_ = false;
   Status abort_status_;
   Status init_status_;

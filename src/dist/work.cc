@@ -9,30 +9,34 @@ Work::Work(std::string op_name, uint64_t seq, Deadline default_deadline)
 
 void Work::wait() { wait(default_deadline_); }
 
-void Work::wait(Deadline deadline) { wait_status(deadline).throw_if_error(); }
+void Work::wait(Deadline deadline) {
+  // Fast path: completed successfully (status_ is immutable once completed_).
+  if (completed_.load(std::memory_order_acquire) && status_.is_ok()) return;
+  wait_status(deadline).throw_if_error();
+}
 
 Status Work::wait_status(Deadline deadline) {
+  if (completed_.load(std::memory_order_acquire)) return status_;
   std::unique_lock<std::mutex> lk(mu_);
   auto done = [&] { return completed_.load(std::memory_order_acquire); };
-  if (deadline.is_never()) {
-    cv_.wait(lk, done);
-  } else if (!cv_.wait_until(lk, deadline.time_point(), done)) {
+  ++waiters_;
+  bool ok = true;
+  if (deadline.is_never()) cv_.wait(lk, done);
+  else ok = cv_.wait_until(lk, deadline.time_point(), done);
+  --waiters_;
+  if (!ok)
     return Status(ErrorCode::kTimeout,
                   fmt::format("wait() on {} (seq {}) passed its deadline; the operation is still "
                               "running (abort() the group or wait longer)",
                               op_name_, seq_));
-  }
   return status_;
 }
 
-bool Work::is_success() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return completed_.load() && status_.is_ok();
-}
+bool Work::is_success() const { return completed_.load(std::memory_order_acquire) && status_.is_ok(); }
 
 Status Work::status() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return status_;
+  if (completed_.load(std::memory_order_acquire)) return status_;
+  return Status::ok();
 }
 
 void Work::on_complete(Callback cb) {
@@ -52,28 +56,27 @@ void Work::add_finalizer(std::function<void()> f) {
 }
 
 void Work::complete(Status status) {
-  std::vector<std::function<void()>> finalizers;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (completed_.load() || completing_) return;
-    completing_ = true;
-    finalizers.swap(finalizers_);
-  }
-  if (status.is_ok()) {
-    try {
-      for (auto& f : finalizers) f();
-    } catch (...) {
-      status = Status::from_current_exception();
+  std::unique_lock<std::mutex> lk(mu_);
+  if (completed_.load() || completing_) return;
+  completing_ = true;
+  if (!finalizers_.empty()) {
+    auto finalizers = std::move(finalizers_);
+    lk.unlock();
+    if (status.is_ok()) {
+      try {
+        for (auto& f : finalizers) f();
+      } catch (...) {
+        status = Status::from_current_exception();
+      }
     }
+    lk.lock();
   }
-  std::vector<Callback> callbacks;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    status_ = std::move(status);
-    completed_.store(true, std::memory_order_release);
-    callbacks.swap(callbacks_);
-  }
-  cv_.notify_all();
+  status_ = std::move(status);
+  completed_.store(true, std::memory_order_release);
+  auto callbacks = std::move(callbacks_);
+  const bool wake = waiters_ > 0;
+  lk.unlock();
+  if (wake) cv_.notify_all();
   for (auto& cb : callbacks) cb(status_);
 }
 

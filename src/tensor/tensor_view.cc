@@ -28,27 +28,44 @@ TensorView::TensorView(void* data, DType dtype, std::vector<int64_t> shape, Devi
 
 TensorView::TensorView(void* data, DType dtype, std::vector<int64_t> shape,
                        std::vector<int64_t> strides, Device device)
-    : data_(data), dtype_(dtype), shape_(std::move(shape)), strides_(std::move(strides)),
-      device_(device) {
-  SINEW_ARG_CHECK(shape_.size() == strides_.size(), "strides", fmt::format("{}", strides_),
-                  fmt::format("{} entries to match shape {}", shape_.size(), shape_));
-  for (size_t i = 0; i < shape_.size(); ++i) {
-    SINEW_ARG_CHECK(shape_[i] >= 0, fmt::format("shape[{}]", i), shape_[i], "a size >= 0");
-    SINEW_ARG_CHECK(strides_[i] >= 0, fmt::format("strides[{}]", i), strides_[i], "a stride >= 0");
+    : data_(data), dtype_(dtype), device_(device) {
+  SINEW_ARG_CHECK(shape.size() == strides.size(), "strides", fmt::format("{}", strides),
+                  fmt::format("{} entries to match shape {}", shape.size(), shape));
+  SINEW_ARG_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), "shape", fmt::format("{}", shape),
+                  fmt::format("at most {} dimensions", kMaxDims));
+  ndim_ = static_cast<int32_t>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    SINEW_ARG_CHECK(shape[i] >= 0, fmt::format("shape[{}]", i), shape[i], "a size >= 0");
+    SINEW_ARG_CHECK(strides[i] >= 0, fmt::format("strides[{}]", i), strides[i], "a stride >= 0");
+    shape_[i] = shape[i];
+    strides_[i] = strides[i];
   }
   SINEW_ARG_CHECK(data_ != nullptr || numel() == 0, "data", "nullptr",
                   fmt::format("a pointer for {} elements", numel()));
 }
 
+TensorView TensorView::flat(void* data, DType dtype, int64_t count, Device device) {
+  SINEW_ARG_CHECK(count >= 0, "count", count, "a size >= 0");
+  SINEW_ARG_CHECK(data != nullptr || count == 0, "data", "nullptr", fmt::format("a pointer for {} elements", count));
+  TensorView v;
+  v.data_ = data;
+  v.dtype_ = dtype;
+  v.ndim_ = 1;
+  v.shape_[0] = count;
+  v.strides_[0] = 1;
+  v.device_ = device;
+  return v;
+}
+
 int64_t TensorView::numel() const {
   int64_t n = 1;
-  for (auto d : shape_) n *= d;
+  for (int i = 0; i < ndim_; ++i) n *= shape_[i];
   return n;
 }
 
 bool TensorView::is_contiguous() const {
   int64_t expected = 1;
-  for (size_t i = shape_.size(); i-- > 0;) {
+  for (size_t i = static_cast<size_t>(ndim_); i-- > 0;) {
     if (shape_[i] == 1) continue;
     if (strides_[i] != expected) return false;
     expected *= shape_[i];
@@ -58,7 +75,7 @@ bool TensorView::is_contiguous() const {
 
 size_t TensorView::byte_offset_of(int64_t flat) const {
   int64_t off = 0;
-  for (size_t i = shape_.size(); i-- > 0;) {
+  for (size_t i = static_cast<size_t>(ndim_); i-- > 0;) {
     int64_t idx = flat % shape_[i];
     flat /= shape_[i];
     off += idx * strides_[i];
@@ -67,7 +84,7 @@ size_t TensorView::byte_offset_of(int64_t flat) const {
 }
 
 std::string TensorView::to_string() const {
-  return fmt::format("{}{} strides {} {}", dtype_name(dtype_), shape_, strides_, device_.to_string());
+  return fmt::format("{}{} strides {} {}", dtype_name(dtype_), shape(), strides(), device_.to_string());
 }
 
 namespace {
@@ -75,8 +92,8 @@ namespace {
 // `run` contiguous bytes.
 template <class F>
 void for_each_run(const TensorView& v, F&& f) {
-  const auto& shape = v.shape();
-  const auto& strides = v.strides();
+  const auto shape = v.shape();
+  const auto strides = v.strides();
   const size_t es = v.element_size();
   if (v.numel() == 0) return;
   if (v.is_contiguous()) {

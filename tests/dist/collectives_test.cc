@@ -79,6 +79,8 @@ struct Case {
   std::string transport;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << "/" << c.transport << "/ws" << c.world; }
+
 void run_case(const Case& c, const std::function<void(ProcessGroup&)>& fn) {
   run_group(c.world, c.backend, fn, std::chrono::milliseconds(60000), c.transport);
 }

@@ -41,6 +41,8 @@ class Work {
   void on_complete(Callback cb);
 
   const std::string& op_name() const { return op_name_; }
+  // The group timeout counted from when the op was issued.
+  Deadline default_deadline() const { return default_deadline_; }
   uint64_t seq() const { return seq_; }
 
   // --- for backends ---------------------------------------------------------
@@ -58,6 +60,7 @@ class Work {
   std::condition_variable cv_;
   std::atomic<bool> completed_{false};
   bool completing_ = false;
+  int waiters_ = 0;
   Status status_;
   std::vector<Callback> callbacks_;
   std::vector<std::function<void()>> finalizers_;

@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <array>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,10 @@ struct Device {
 
 class TensorView {
  public:
+  // Dimensions are stored inline so that copying a view (into an async op)
+  // never allocates.
+  static constexpr int kMaxDims = 8;
+
   TensorView() = default;
   // Contiguous row-major view.
   TensorView(void* data, DType dtype, std::vector<int64_t> shape, Device device = Device::cpu());
@@ -32,17 +38,15 @@ class TensorView {
   TensorView(void* data, DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides,
              Device device = Device::cpu());
   // A 1-D contiguous view of `count` elements.
-  static TensorView flat(void* data, DType dtype, int64_t count) {
-    return TensorView(data, dtype, {count});
-  }
+  static TensorView flat(void* data, DType dtype, int64_t count, Device device = Device::cpu());
 
   void* data() const { return data_; }
   template <class T> T* data_as() const { return static_cast<T*>(data_); }
   DType dtype() const { return dtype_; }
-  const std::vector<int64_t>& shape() const { return shape_; }
-  const std::vector<int64_t>& strides() const { return strides_; }
+  std::span<const int64_t> shape() const { return {shape_.data(), static_cast<size_t>(ndim_)}; }
+  std::span<const int64_t> strides() const { return {strides_.data(), static_cast<size_t>(ndim_)}; }
   Device device() const { return device_; }
-  int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim() const { return ndim_; }
   int64_t numel() const;
   size_t element_size() const { return dtype_size(dtype_); }
   // Bytes of a contiguous copy: numel * element_size.
@@ -59,8 +63,9 @@ class TensorView {
  private:
   void* data_ = nullptr;
   DType dtype_ = DType::kF32;
-  std::vector<int64_t> shape_;
-  std::vector<int64_t> strides_;
+  int32_t ndim_ = 0;
+  std::array<int64_t, kMaxDims> shape_{};
+  std::array<int64_t, kMaxDims> strides_{};
   Device device_;
 };
 

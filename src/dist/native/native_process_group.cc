@@ -160,12 +160,15 @@ class NativeProcessGroup final : public ProcessGroup {
  private:
   template <class F>
   void run(const WorkPtr& w, size_t bytes, F&& body) {
-    auto task = [this, body = std::forward<F>(body)] {
-      if (aborted_.load()) throw AbortedError(fmt::format("process group '{}' was aborted", name()));
-      body(Deadline::after(timeout()));
+    const Deadline d = w->default_deadline();
+    auto guarded = [this, d](F& b) {
+      if (aborted_.load(std::memory_order_relaxed))
+        throw AbortedError(fmt::format("process group '{}' was aborted", name()));
+      b(d);
     };
-    if (static_cast<int64_t>(bytes) <= kInlineBytes.get() && queue_.try_run_inline(w, task)) return;
-    queue_.post(w, std::move(task));
+    if (static_cast<int64_t>(bytes) <= kInlineBytes.get() && queue_.try_run_inline(w, [&] { guarded(body); }))
+      return;
+    queue_.post(w, [guarded, b = std::forward<F>(body)]() mutable { guarded(b); });
   }
 
   void init() {

@@ -53,16 +53,19 @@ void check_descs(const Call& c, bool check_count) {
 // Applies what premul_sum needs to this rank's contribution in the slot.
 void prepare(uint8_t* p, size_t n, DType dt, const ReduceOp& op) { prepare_reduction(p, n, dt, op); }
 
-// dst = slot(0)[off..] op slot(1)[off..] op ... in rank order, so every
-// rank that reduces the same range gets bitwise the same result.
-void reduce_all(const ShmEngine& e, uint8_t* dst, size_t byte_off, size_t n, DType dt, ReduceKind k) {
+// dst = src(0)[off..] op src(1)[off..] op ... in rank order, so every rank
+// that reduces the same range gets bitwise the same result. Sources are the
+// slots, or the fast boxes for tiny payloads.
+void reduce_all(const ShmEngine& e, uint8_t* dst, size_t byte_off, size_t n, DType dt, ReduceKind k,
+                bool boxed = false) {
   const size_t es = dtype_size(dt);
+  auto src = [&](int r) { return (boxed ? e.inline_data(r) : e.slot(r)) + byte_off; };
   if (e.size() == 1) {
-    std::memmove(dst, e.slot(0) + byte_off, n * es);
+    std::memmove(dst, src(0), n * es);
     return;
   }
-  reduce_pair(dst, e.slot(0) + byte_off, e.slot(1) + byte_off, n, dt, k);
-  for (int r = 2; r < e.size(); ++r) reduce_into(dst, e.slot(r) + byte_off, n, dt, k);
+  reduce_pair(dst, src(0), src(1), n, dt, k);
+  for (int r = 2; r < e.size(); ++r) reduce_into(dst, src(r), n, dt, k);
 }
 
 }  // namespace
@@ -75,6 +78,17 @@ void allreduce(const Call& c, const TensorView& t, const ReduceOp& op) {
   const int W = e.size();
   uint8_t* data = bytes_of(t);
   const bool one_step = static_cast<int64_t>(t.nbytes()) <= kOneStepBytes.get();
+  if (t.nbytes() <= ShmEngine::kInlineBytes) {
+    begin(c, OpKind::kAllreduce, dt, count, -1, op.kind);
+    uint8_t* box = e.my_next_inline();
+    std::memcpy(box, data, t.nbytes());
+    prepare(box, count, dt, op);
+    e.step(c.deadline, "allreduce");
+    check_descs(c, true);
+    reduce_all(e, data, 0, count, dt, op.kind, /*boxed=*/true);
+    finalize_reduction(data, count, dt, op, W);
+    return;
+  }
   const int64_t chunk = static_cast<int64_t>(e.slot_bytes() / es);
   int64_t off = 0;
   bool first = true;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -28,14 +29,23 @@ constexpr size_t kAlign = 4096;
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
+// One per step parity: the step number, the descriptor and a small payload
+// share the first cache line.
+struct alignas(128) Box {  // 128: the adjacent-line prefetcher pairs lines
+  std::atomic<uint64_t> step;
+  OpDesc desc;
+  uint8_t data[ShmEngine::kInlineBytes];
+};
+static_assert(sizeof(Box) == 128, "fast box is two cache lines");
+static_assert(offsetof(Box, data) + 16 <= 64, "step, descriptor and 16 payload bytes share a line");
+
 struct ShmEngine::Header {
   uint64_t magic;
   int32_t pid;
   int32_t size;
   uint64_t slot_bytes;
   uint64_t ring_bytes;
-  alignas(64) std::atomic<uint64_t> step;
-  alignas(64) OpDesc desc[2];
+  Box box[2];
 };
 
 struct ShmEngine::Ring {
@@ -69,14 +79,18 @@ std::string describe(const OpDesc& d) {
   return s;
 }
 
+// Spin briefly, then yield (a no-op when nobody else wants the core, and the
+// right thing when ranks outnumber cores), and only sleep after a long wait:
+// sleeping early makes two waiting ranks wake each other at sleep
+// granularity.
 void Backoff::pause() {
   ++n_;
   if (n_ < 2000) {
     _mm_pause();
-  } else if (n_ < 4000) {
+  } else if (n_ < 100000) {
     sched_yield();
   } else {
-    std::this_thread::sleep_for(std::chrono::microseconds(n_ < 20000 ? 10 : 100));
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
@@ -324,7 +338,7 @@ ShmEngine::ShmEngine(StorePtr store, int rank, int size, Options options, Deadli
   h->size = size_;
   h->slot_bytes = slot_bytes_;
   h->ring_bytes = ring_bytes_;
-  h->step.store(0);
+  for (auto& b : h->box) b.step.store(0);
   for (int j = 0; j < size_; ++j) {
     auto* rg = new (static_cast<uint8_t*>(segments_[rank_].data()) + round_up(sizeof(Header), kAlign) +
                     2 * slot_bytes_ + j * ring_stride) Ring;
@@ -374,14 +388,18 @@ uint8_t* ShmEngine::my_next_slot() {
          ((step_ + 1) & 1) * slot_bytes_;
 }
 
-OpDesc& ShmEngine::my_next_desc() { return header(rank_)->desc[(step_ + 1) & 1]; }
+OpDesc& ShmEngine::my_next_desc() { return header(rank_)->box[(step_ + 1) & 1].desc; }
+
+uint8_t* ShmEngine::my_next_inline() { return header(rank_)->box[(step_ + 1) & 1].data; }
+
+const uint8_t* ShmEngine::inline_data(int r) const { return header(r)->box[step_ & 1].data; }
 
 const uint8_t* ShmEngine::slot(int r) const {
   return static_cast<const uint8_t*>(segments_[r].data()) + round_up(sizeof(Header), kAlign) +
          (step_ & 1) * slot_bytes_;
 }
 
-const OpDesc& ShmEngine::desc(int r) const { return header(r)->desc[step_ & 1]; }
+const OpDesc& ShmEngine::desc(int r) const { return header(r)->box[step_ & 1].desc; }
 
 bool ShmEngine::peer_alive(int r) {
   if (pids_[r] == ::getpid()) return true;
@@ -426,18 +444,21 @@ void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaite
 
 void ShmEngine::step(Deadline deadline, const char* what) {
   check_usable();
-  uint64_t next = step_ + 1;
-  header(rank_)->step.store(next, std::memory_order_release);
+  const uint64_t next = step_ + 1;
+  const int parity = static_cast<int>(next & 1);
+  // A peer is at most one step ahead, so its box of this parity holds either
+  // the previous use (next - 2) or this step.
+  header(rank_)->box[parity].step.store(next, std::memory_order_release);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    auto& peer_step = header(r)->step;
+    auto& peer_step = header(r)->box[parity].step;
     if (peer_step.load(std::memory_order_acquire) >= next) continue;
     Backoff backoff;
     while (peer_step.load(std::memory_order_acquire) < next) {
       if ((backoff.rounds() & 63) == 63) {
         std::vector<int> awaited;
         for (int q = r; q < size_; ++q)
-          if (q != rank_ && header(q)->step.load(std::memory_order_acquire) < next) awaited.push_back(q);
+          if (q != rank_ && header(q)->box[parity].step.load(std::memory_order_acquire) < next) awaited.push_back(q);
         check_progress(deadline, awaited, what);
       }
       backoff.pause();

@@ -83,6 +83,11 @@ class ShmEngine {
   // Slot and descriptor this rank fills for the next step.
   uint8_t* my_next_slot();
   OpDesc& my_next_desc();
+  // Small payloads travel in the same cache lines as the step counter and
+  // descriptor ("fast box"): one cache-line transfer per peer and step.
+  static constexpr size_t kInlineBytes = 80;
+  uint8_t* my_next_inline();
+  const uint8_t* inline_data(int r) const;
   // Publishes the next step and waits for every peer to publish it. Throws
   // TimeoutError / PeerLostError / AbortedError; after that the engine is
   // broken and every later call fails with the same error.

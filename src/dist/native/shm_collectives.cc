@@ -94,34 +94,51 @@ void allreduce(const Call& c, const TensorView& t, const ReduceOp& op) {
   bool first = true;
   do {
     const int64_t n = std::min(chunk, count - off);
-    OpDesc& d = begin(c, OpKind::kAllreduce, dt, count, -1, op.kind);
-    (void)d;
+    const int64_t per = (n + W - 1) / W;
+    auto lo_of = [&](int r) { return std::min<int64_t>(n, per * r); };
+    auto hi_of = [&](int r) { return std::min<int64_t>(n, per * r + per); };
+    uint8_t* chunk_data = data + off * es;
+    begin(c, OpKind::kAllreduce, dt, count, -1, op.kind);
     uint8_t* slot = e.my_next_slot();
-    std::memcpy(slot, data + off * es, n * es);
-    prepare(slot, n, dt, op);
+    // Two-step path: peers only read the slices they reduce, so my own slice
+    // stays in my buffer (unless premul_sum must scale it first).
+    const bool two_step = !one_step && W > 1;
+    const bool skip_own = two_step && op.kind != ReduceKind::kPremulSum;
+    if (skip_own) {
+      for (int r = 0; r < W; ++r)
+        if (r != e.rank() && hi_of(r) > lo_of(r))
+          std::memcpy(slot + lo_of(r) * es, chunk_data + lo_of(r) * es, (hi_of(r) - lo_of(r)) * es);
+    } else {
+      std::memcpy(slot, chunk_data, n * es);
+      prepare(slot, n, dt, op);
+    }
     e.step(c.deadline, "allreduce");
     if (first) check_descs(c, true);
     first = false;
-    if (one_step || W == 1) {
-      reduce_all(e, data + off * es, 0, n, dt, op.kind);
-      finalize_reduction(data + off * es, n, dt, op, W);
+    if (!two_step) {
+      reduce_all(e, chunk_data, 0, n, dt, op.kind);
+      finalize_reduction(chunk_data, n, dt, op, W);
     } else {
-      // Reduce my slice into the next step's slot, then everyone copies all slices.
-      const int64_t per = (n + W - 1) / W;
-      const int64_t lo = std::min<int64_t>(n, per * e.rank());
-      const int64_t hi = std::min<int64_t>(n, lo + per);
+      // Reduce my slice into the next step's slot (and my output), then
+      // everyone copies the other slices.
+      const int me = e.rank();
+      const int64_t lo = lo_of(me), hi = hi_of(me);
       uint8_t* out = e.my_next_slot();
       begin(c, OpKind::kAllreduce, dt, count, -1, op.kind);
       if (hi > lo) {
-        reduce_all(e, out + lo * es, lo * es, hi - lo, dt, op.kind);
-        finalize_reduction(out + lo * es, hi - lo, dt, op, W);
+        auto src = [&](int r) {
+          return (r == me && skip_own ? chunk_data : e.slot(r)) + lo * es;
+        };
+        uint8_t* dst = out + lo * es;
+        reduce_pair(dst, src(0), src(1), hi - lo, dt, op.kind);
+        for (int r = 2; r < W; ++r) reduce_into(dst, src(r), hi - lo, dt, op.kind);
+        finalize_reduction(dst, hi - lo, dt, op, W);
+        std::memcpy(chunk_data + lo * es, dst, (hi - lo) * es);
       }
       e.step(c.deadline, "allreduce");
-      for (int r = 0; r < W; ++r) {
-        const int64_t rlo = std::min<int64_t>(n, per * r);
-        const int64_t rhi = std::min<int64_t>(n, rlo + per);
-        if (rhi > rlo) std::memcpy(data + (off + rlo) * es, e.slot(r) + rlo * es, (rhi - rlo) * es);
-      }
+      for (int r = 0; r < W; ++r)
+        if (r != me && hi_of(r) > lo_of(r))
+          std::memcpy(chunk_data + lo_of(r) * es, e.slot(r) + lo_of(r) * es, (hi_of(r) - lo_of(r)) * es);
     }
     off += n;
   } while (off < count);

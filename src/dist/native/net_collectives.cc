@@ -12,8 +12,8 @@ namespace sinew::dist::net {
 namespace {
 
 const EnvParam<int64_t> kRdBytes{"SINEW_NET_ALLREDUCE_RD_BYTES", 64 << 10,
-                                 "allreduce between hosts up to this size uses recursive doubling "
-                                 "(power-of-two worlds); larger ones use the ring"};
+                                 "allreduce between hosts up to this size uses recursive doubling; "
+                                 "larger ones use the pipelined ring"};
 
 uint64_t tag(const Call& c, uint32_t step) { return (c.seq << 20) | step; }
 uint8_t* bytes_of(const TensorView& t) { return static_cast<uint8_t*>(t.data()); }
@@ -37,32 +37,112 @@ bool less(const Ranked& a, const Ranked& b) {
 // Segment boundaries of n elements split in W near-equal parts.
 int64_t seg_lo(int64_t n, int W, int i) { return n * i / W; }
 
-void ring_reduce_scatter_inplace(const Call& c, uint8_t* data, int64_t n, DType dt, ReduceKind k,
-                                 uint32_t step0) {
+const EnvParam<int64_t> kChunkBytes{"SINEW_NET_CHUNK_BYTES", 256 << 10,
+                                    "pipeline chunk of the ring algorithms between hosts"};
+
+// Ring allreduce, chunked and pipelined: each segment moves in chunks, and a
+// chunk is forwarded as soon as it is reduced (reduce-scatter) or received
+// (allgather), so the network and the reduction overlap.
+void ring_allreduce(const Call& c, uint8_t* data, int64_t n, DType dt, ReduceKind k) {
   Transport& t = c.transport;
   const int W = t.size(), r = t.rank();
   const size_t es = dtype_size(dt);
   const int right = (r + 1) % W, left = (r - 1 + W) % W;
-  std::vector<uint8_t> tmp((n / W + 1) * es);
-  for (int i = 0; i < W - 1; ++i) {
-    const int s = ((r - i) % W + W) % W, q = ((r - i - 1) % W + W) % W;
-    const int64_t slo = seg_lo(n, W, s), shi = seg_lo(n, W, s + 1);
-    const int64_t qlo = seg_lo(n, W, q), qhi = seg_lo(n, W, q + 1);
-    exchange(c, right, data + slo * es, (shi - slo) * es, left, tmp.data(), (qhi - qlo) * es, step0 + i);
-    reduce_into(data + qlo * es, tmp.data(), qhi - qlo, dt, k);
+  const int64_t max_seg = n / W + 1;
+  const int64_t ce = std::max<int64_t>(1, kChunkBytes.get() / static_cast<int64_t>(es));
+  const int64_t K = (max_seg + ce - 1) / ce;  // chunks per segment, the same on every rank
+  auto mod = [W](int v) { return ((v % W) + W) % W; };
+  auto chunk = [&](int seg, int64_t j) {
+    const int64_t lo = seg_lo(n, W, seg), hi = seg_lo(n, W, seg + 1);
+    const int64_t a = std::min(hi, lo + j * ce), b = std::min(hi, lo + (j + 1) * ce);
+    return std::pair<int64_t, int64_t>{a, b - a};
+  };
+  auto step_tag = [&](int phase, int i, int64_t j) {
+    return tag(c, static_cast<uint32_t>((phase * (W - 1) + i) * K + j));
+  };
+  std::vector<uint8_t> tmp(static_cast<size_t>(K * ce) * es);
+  std::vector<RequestPtr> sends, ag_sends;
+  for (int64_t j = 0; j < K; ++j) {
+    auto [off, len] = chunk(r, j);
+    sends.push_back(t.isend(right, step_tag(0, 0, j), data + off * es, len * es));
   }
-  // Now rank r owns the full reduction of segment (r + 1) % W.
+  // Reduce-scatter: at step i receive segment r-i-1 and forward it reduced.
+  for (int i = 0; i < W - 1; ++i) {
+    const int q = mod(r - i - 1);
+    std::vector<RequestPtr> recvs;
+    for (int64_t j = 0; j < K; ++j)
+      recvs.push_back(t.irecv(left, step_tag(0, i, j), tmp.data() + j * ce * es, chunk(q, j).second * es));
+    for (int64_t j = 0; j < K; ++j) {
+      t.wait({&recvs[j], 1}, c.deadline);
+      auto [off, len] = chunk(q, j);
+      reduce_into(data + off * es, tmp.data() + j * ce * es, len, dt, k);
+      // Next reduce-scatter step, or (after the last) allgather step 0.
+      if (i + 1 < W - 1) sends.push_back(t.isend(right, step_tag(0, i + 1, j), data + off * es, len * es));
+      else ag_sends.push_back(t.isend(right, step_tag(1, 0, j), data + off * es, len * es));
+    }
+  }
+  // Segments sent above are received into below, so those sends must be
+  // done; the allgather's first sends complete only once the peer posts its
+  // allgather receives, so they are not waited for here.
+  t.wait(sends, c.deadline);
+  sends = std::move(ag_sends);
+  // Allgather: at step i receive the finished segment r-i and forward it.
+  for (int i = 0; i < W - 1; ++i) {
+    const int q = mod(r - i);
+    std::vector<RequestPtr> recvs;
+    for (int64_t j = 0; j < K; ++j) {
+      auto [off, len] = chunk(q, j);
+      recvs.push_back(t.irecv(left, step_tag(1, i, j), data + off * es, len * es));
+    }
+    for (int64_t j = 0; j < K; ++j) {
+      t.wait({&recvs[j], 1}, c.deadline);
+      if (i + 1 < W - 1) {
+        auto [off, len] = chunk(q, j);
+        sends.push_back(t.isend(right, step_tag(1, i + 1, j), data + off * es, len * es));
+      }
+    }
+  }
+  t.wait(sends, c.deadline);
 }
 
-void ring_allgather_inplace(const Call& c, uint8_t* data, int64_t n, size_t es, uint32_t step0) {
+// Recursive doubling for any world: the first 2*(W - p) ranks fold pairwise
+// into p = 2^floor(log2 W) participants, which exchange and combine
+// (lower rank first, so every rank ends bitwise equal); folded-out ranks get
+// the result at the end.
+void recursive_doubling_allreduce(const Call& c, uint8_t* data, int64_t n, DType dt, ReduceKind k) {
   Transport& t = c.transport;
   const int W = t.size(), r = t.rank();
-  const int right = (r + 1) % W, left = (r - 1 + W) % W;
-  for (int i = 0; i < W - 1; ++i) {
-    const int s = ((r + 1 - i) % W + W) % W, q = ((r - i) % W + W) % W;
-    const int64_t slo = seg_lo(n, W, s), shi = seg_lo(n, W, s + 1);
-    const int64_t qlo = seg_lo(n, W, q), qhi = seg_lo(n, W, q + 1);
-    exchange(c, right, data + slo * es, (shi - slo) * es, left, data + qlo * es, (qhi - qlo) * es, step0 + i);
+  const size_t bytes = n * dtype_size(dt);
+  int p = 1;
+  while (p * 2 <= W) p *= 2;
+  const int rem = W - p;
+  std::vector<uint8_t> tmp(bytes);
+  int vr;  // rank among the p participants, or -1
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      t.send(r + 1, tag(c, 0), data, bytes, c.deadline);
+      vr = -1;
+    } else {
+      t.recv(r - 1, tag(c, 0), tmp.data(), bytes, c.deadline);
+      reduce_pair(data, tmp.data(), data, n, dt, k);  // (r-1) op r
+      vr = r / 2;
+    }
+  } else {
+    vr = r - rem;
+  }
+  if (vr >= 0) {
+    uint32_t step = 1;
+    for (int mask = 1; mask < p; mask <<= 1, ++step) {
+      const int pv = vr ^ mask;
+      const int peer = pv < rem ? pv * 2 + 1 : pv + rem;
+      exchange(c, peer, data, bytes, peer, tmp.data(), bytes, step);
+      if (pv < vr) reduce_pair(data, tmp.data(), data, n, dt, k);
+      else reduce_into(data, tmp.data(), n, dt, k);
+    }
+  }
+  if (r < 2 * rem) {
+    if (r % 2 == 1) t.send(r - 1, tag(c, 1000), data, bytes, c.deadline);
+    else t.recv(r + 1, tag(c, 1000), data, bytes, c.deadline);
   }
 }
 
@@ -107,22 +187,8 @@ void allreduce(const Call& c, const TensorView& tv, const ReduceOp& op) {
   check_args(c, desc(c, OpKind::kAllreduce, dt, n, -1, op.kind), true);
   uint8_t* data = bytes_of(tv);
   prepare_reduction(data, n, dt, op);
-  const bool pow2 = (W & (W - 1)) == 0;
-  if (W > 1 && pow2 && static_cast<int64_t>(n * es) <= kRdBytes.get()) {
-    // Recursive doubling: lower rank's data first so both sides combine in
-    // the same order and stay bitwise equal.
-    std::vector<uint8_t> tmp(n * es);
-    uint32_t step = 0;
-    for (int mask = 1; mask < W; mask <<= 1, ++step) {
-      const int peer = r ^ mask;
-      exchange(c, peer, data, n * es, peer, tmp.data(), n * es, step);
-      if (peer < r) reduce_pair(data, tmp.data(), data, n, dt, op.kind);
-      else reduce_into(data, tmp.data(), n, dt, op.kind);
-    }
-  } else if (W > 1) {
-    ring_reduce_scatter_inplace(c, data, n, dt, op.kind, 0);
-    ring_allgather_inplace(c, data, n, es, W);
-  }
+  if (W > 1 && static_cast<int64_t>(n * es) <= kRdBytes.get()) recursive_doubling_allreduce(c, data, n, dt, op.kind);
+  else if (W > 1) ring_allreduce(c, data, n, dt, op.kind);
   finalize_reduction(data, n, dt, op, W);
 }
 

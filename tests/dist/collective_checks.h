@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sinew/dist/process_group.h"
@@ -439,6 +440,36 @@ inline void check_strided(ProcessGroup& pg, CheckLog& log) {
   TensorView every_other(t.data(), DType::kI32, {static_cast<int64_t>(n)}, {2});
   pg.allgather_into_tensor(every_other, flat(in, DType::kI32))->wait();
   log.expect_eq(t, twant, "allgather_into_tensor into a stride-2 view");
+}
+
+// Rank 0 posts a recv nobody sends; abort() from another thread must end it
+// with AbortedError carrying the reason, fail later ops at once and leave the
+// group destroyable promptly. Call on rank 0 of a group of >= 2 ranks.
+inline void check_abort_unblocks_pending_recv(ProcessGroupPtr& pg, CheckLog& log) {
+  using namespace std::chrono_literals;
+  std::vector<float> x(4);
+  auto work = pg->recv(flat(x, DType::kF32), 1, 12);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(100ms);
+    pg->abort("test abort");
+  });
+  try {
+    work->wait(Deadline::after(2s));
+    log.expect(false, "recv without a sender completed");
+  } catch (const AbortedError& e) {
+    log.expect(std::string(e.what()).find("test abort") != std::string::npos,
+               fmt::format("the error carries the reason: {}", e.what()));
+  } catch (const std::exception& e) {
+    log.expect(false, fmt::format("want AbortedError within 2 s, got: {}", e.what()));
+  }
+  aborter.join();
+  log.expect(pg->aborted(), "aborted() is true");
+  auto later = pg->barrier();
+  log.expect(later->is_completed() && later->status().code() == ErrorCode::kAborted,
+             "ops issued after abort fail at once with Aborted");
+  const auto start = Clock::now();
+  pg.reset();
+  log.expect(Clock::now() - start < 5s, "destroying the aborted group returns within 5 s");
 }
 
 struct NamedCheck {

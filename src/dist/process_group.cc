@@ -379,6 +379,14 @@ void register_backend(const std::string& name, BackendFactory factory) {
   backends()[name] = factory;
 }
 
+std::vector<int> ProcessGroup::agree_on_failures(Deadline) {
+  throw InvalidArgument::make("backend", backend_name(), "the sinew backend for agree_on_failures()");
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::reconfigure(Deadline) {
+  throw InvalidArgument::make("backend", backend_name(), "the sinew backend for reconfigure()");
+}
+
 void register_builtin_backends();  // backends.cc
 
 std::vector<std::string> available_backends() {

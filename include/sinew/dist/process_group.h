@@ -80,6 +80,19 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // 100 ms. Callable from any thread; never kills the process.
   virtual void abort(const std::string& reason = "abort() called") = 0;
   bool aborted() const { return aborted_.load(); }
+  // --- fault tolerance (docs/fault_tolerance.md) ---------------------------
+  // The group's epoch: 0 when created, +1 per reconfigure().
+  virtual uint64_t epoch() const { return 0; }
+  // Blocks until every survivor agrees on the set of failed ranks (old-epoch
+  // numbering) and returns it; every survivor gets the same answer, also
+  // when another rank dies during the agreement. Backends without fault
+  // tolerance throw InvalidArgument.
+  virtual std::vector<int> agree_on_failures(Deadline deadline);
+  // Agrees on the failed set, then builds the group of survivors in place:
+  // the next epoch, its own store namespace, ranks renumbered densely in
+  // old-rank order. Every survivor must call it.
+  virtual std::shared_ptr<ProcessGroup> reconfigure(Deadline deadline);
+
   // Non-blocking init: Ok while connecting or connected, the error if init
   // failed.
   virtual Status init_status() const = 0;

@@ -6,8 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <condition_variable>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "../op_queue.h"
 #include "net_collectives.h"
@@ -29,6 +36,14 @@ const EnvParam<int64_t> kShmSlotBytes{"SINEW_SHM_SLOT_BYTES", 256 << 10,
                                       "bytes per shared-memory step slot (two per rank)"};
 const EnvParam<int64_t> kShmRingBytes{"SINEW_SHM_RING_BYTES", 256 << 10,
                                       "bytes per shared-memory point-to-point ring (one per pair)"};
+const EnvParam<int64_t> kHeartbeatMs{"SINEW_FT_HEARTBEAT_MS", 10,
+                                     "interval of each rank's watchdog: heartbeat and peer liveness checks"};
+// 2 s: a loaded 2-core machine can starve a thread for hundreds of ms; a
+// stopped process is still caught well before typical collective timeouts.
+const EnvParam<int64_t> kHeartbeatTimeoutMs{"SINEW_FT_HEARTBEAT_TIMEOUT_MS", 2000,
+                                            "a peer whose heartbeat stalls this long (stopped, hung) is failed"};
+const EnvParam<int64_t> kAckTimeoutMs{"SINEW_FT_AGREE_ACK_TIMEOUT_MS", 5000,
+                                      "agreement: a survivor that neither acks nor is seen alive this long is failed"};
 const EnvParam<std::string> kTransport{"SINEW_TRANSPORT", std::string("auto"),
                                        "auto (shared memory on one host, UCX between hosts), shm or ucx"};
 
@@ -45,9 +60,14 @@ std::string host_identity() {
 
 class NativeProcessGroup final : public ProcessGroup {
  public:
-  NativeProcessGroup(StorePtr store, int rank, int size, std::string name, Millis timeout, std::string transport)
+  // `root` is the group's namespace in the job store; each epoch works
+  // under "<root>/e<epoch>".
+  NativeProcessGroup(StorePtr root, int rank, int size, std::string name, Millis timeout, std::string transport,
+                     uint64_t epoch = 0)
       : ProcessGroup(rank, size, name, timeout),
-        store_(std::move(store)),
+        root_(root),
+        store_(root ? make_prefix_store(fmt::format("e{}", epoch), root) : nullptr),
+        epoch_(epoch),
         transport_choice_(std::move(transport)),
         queue_("sinew:" + name) {
     if (transport_choice_ == "auto" && kTransport.get() != "auto") transport_choice_ = kTransport.get();
@@ -59,7 +79,29 @@ class NativeProcessGroup final : public ProcessGroup {
 
   ~NativeProcessGroup() override {
     aborted_.store(true);
+    {
+      std::lock_guard<std::mutex> g(watch_mu_);
+      watch_stop_ = true;
+    }
+    watch_cv_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();
     if (net_) net_->abort();
+  }
+
+  uint64_t epoch() const override { return epoch_; }
+
+  std::vector<int> agree_on_failures(Deadline deadline) override;
+
+  std::shared_ptr<ProcessGroup> reconfigure(Deadline deadline) override {
+    auto failed = agree_on_failures(deadline);
+    std::vector<int> survivors;
+    for (int r = 0; r < size(); ++r)
+      if (!std::binary_search(failed.begin(), failed.end(), r)) survivors.push_back(r);
+    const int new_rank = static_cast<int>(std::find(survivors.begin(), survivors.end(), rank()) - survivors.begin());
+    SINEW_WARN(kFt, "group '{}' epoch {}: failed ranks {}; rank {} continues as rank {} of {} in epoch {}", name(),
+               epoch_, failed, rank(), new_rank, survivors.size(), epoch_ + 1);
+    return std::make_shared<NativeProcessGroup>(root_, new_rank, static_cast<int>(survivors.size()), name(),
+                                                timeout(), transport_choice_, epoch_ + 1);
   }
 
   std::string backend_name() const override { return "sinew"; }
@@ -166,11 +208,68 @@ class NativeProcessGroup final : public ProcessGroup {
     auto guarded = [this, d](F& b) {
       if (aborted_.load(std::memory_order_relaxed))
         throw AbortedError(fmt::format("process group '{}' was aborted", name()));
-      b(d);
+      try {
+        b(d);
+      } catch (const PeerLostError& e) {
+        note_failed(e.ranks());
+        throw;
+      }
     };
     if (static_cast<int64_t>(bytes) <= kInlineBytes.get() && queue_.try_run_inline(w, [&] { guarded(body); }))
       return;
     queue_.post(w, [guarded, b = std::forward<F>(body)]() mutable { guarded(b); });
+  }
+
+  void note_failed(const std::vector<int>& ranks) {
+    std::lock_guard<std::mutex> g(failed_mu_);
+    known_failed_.insert(ranks.begin(), ranks.end());
+  }
+
+  std::set<int> local_failed_view() {
+    std::set<int> out;
+    {
+      std::lock_guard<std::mutex> g(failed_mu_);
+      out = known_failed_;
+    }
+    if (shm_ready_.load()) {
+      for (int r : shm_->revoked_failed_set()) out.insert(r);
+      for (int r = 0; r < size(); ++r)
+        if (!shm_->peer_alive(r)) out.insert(r);
+    }
+    return out;
+  }
+
+  // Heartbeat and liveness: revokes the group as soon as a peer dies or
+  // stops, so survivors learn of it without waiting on that peer.
+  void watch() {
+    const Millis interval(kHeartbeatMs.get());
+    const auto stall = Millis(kHeartbeatTimeoutMs.get());
+    std::vector<uint64_t> last(size(), 0);
+    std::vector<Clock::time_point> changed(size(), Clock::now());
+    bool reported = false;
+    std::unique_lock<std::mutex> lk(watch_mu_);
+    while (!watch_cv_.wait_for(lk, interval, [&] { return watch_stop_; })) {
+      shm_->beat();
+      if (reported) continue;
+      const auto now = Clock::now();
+      std::vector<int> failed;
+      for (int r = 0; r < size(); ++r) {
+        if (r == rank()) continue;
+        const uint64_t hb = shm_->heartbeat(r);
+        if (hb != last[r]) {
+          last[r] = hb;
+          changed[r] = now;
+        }
+        if (!shm_->peer_alive(r) || now - changed[r] > stall) failed.push_back(r);
+      }
+      if (!failed.empty()) {
+        SINEW_WARN(kFt, "group '{}' epoch {}: rank(s) {} failed (process gone or heartbeat stalled for {} ms); "
+                   "revoking", name(), epoch_, failed, stall.count());
+        note_failed(failed);
+        shm_->revoke(failed);
+        reported = true;
+      }
+    }
   }
 
   void init() {
@@ -194,18 +293,121 @@ class NativeProcessGroup final : public ProcessGroup {
       o.slot_bytes = static_cast<size_t>(kShmSlotBytes.get());
       o.ring_bytes = static_cast<size_t>(kShmRingBytes.get());
       shm_ = std::make_unique<ShmEngine>(store_, rank(), size(), o, deadline, &aborted_);
+      shm_ready_.store(true);
+      watchdog_ = std::thread([this] { watch(); });
     } else {
       net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline);
     }
     SINEW_INFO(kInit, "group '{}' ready: rank {}/{} over {}", name(), rank(), size(), choice);
   }
 
+  StorePtr root_;
   StorePtr store_;
+  uint64_t epoch_;
   std::string transport_choice_;
+  std::atomic<bool> shm_ready_{false};
+  std::mutex failed_mu_;
+  std::set<int> known_failed_;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;
+  std::thread watchdog_;
   std::unique_ptr<ShmEngine> shm_;
   TransportPtr net_;
   OpQueue queue_;  // last: its worker must stop before the engines go
 };
+
+std::string encode_set(const std::set<int>& s) {
+  return fmt::format("[{}]", fmt::join(s, ","));
+}
+
+std::set<int> decode_set(const std::string& text) {
+  std::set<int> out;
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
+    throw IoError(fmt::format("corrupt failed-set record in the store: '{}'", text));
+  std::string body = text.substr(1, text.size() - 2);
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find(',', pos);
+    if (end == std::string::npos) end = body.size();
+    out.insert(std::stoi(body.substr(pos, end - pos)));
+    pos = end + 1;
+  }
+  return out;
+}
+
+// Agreement through the job store (hosted by the launcher, so it outlives
+// any rank): survivors merge their failed sets into one record with
+// compare_set, then each acks the set it ended with. A survivor returns once
+// every rank outside its set acked exactly that set. A rank that dies after
+// acking leaves its ack behind, so all survivors still return the same set;
+// one that dies before acking is seen dead (or never acks) and joins the set,
+// which makes everyone go round again.
+std::vector<int> NativeProcessGroup::agree_on_failures(Deadline deadline) {
+  const std::string base = fmt::format("ft/e{}", epoch_);
+  const std::string key = base + "/failed";
+  std::set<int> failed = local_failed_view();
+  auto ack_key = [&](int r) { return fmt::format("{}/ack/{}", base, r); };
+  std::map<int, Clock::time_point> waiting_since;
+  for (;;) {
+    if (deadline.expired())
+      throw TimeoutError(fmt::format("agreement on failed ranks in group '{}' epoch {} did not finish; rank {} "
+                                     "had {}", name(), epoch_, rank(), encode_set(failed)));
+    // Merge mine into the shared record until it contains it.
+    Bytes cur = root_->compare_set(key, {}, to_bytes(encode_set(failed)));
+    for (;;) {
+      std::set<int> merged = decode_set(to_string(cur));
+      merged.insert(failed.begin(), failed.end());
+      if (to_string(cur) == encode_set(merged)) {
+        failed = merged;
+        break;
+      }
+      cur = root_->compare_set(key, cur, to_bytes(encode_set(merged)));
+    }
+    if (failed.count(rank()))
+      throw PeerLostError(fmt::format("rank {} was declared failed by its peers in group '{}' epoch {}", rank(),
+                                      name(), epoch_),
+                          {failed.begin(), failed.end()});
+    root_->set(ack_key(rank()), encode_set(failed));
+    // Wait for every survivor's ack.
+    bool changed = false;
+    for (int r = 0; r < size() && !changed; ++r) {
+      if (failed.count(r)) continue;
+      for (;;) {
+        if (root_->check({ack_key(r)})) {
+          std::set<int> theirs = decode_set(root_->get_string(ack_key(r)));
+          if (theirs != failed) {
+            // They saw more (or less, then they will catch up): take the union and go again.
+            failed.insert(theirs.begin(), theirs.end());
+            std::set<int> record = decode_set(root_->get_string(key));
+            failed.insert(record.begin(), record.end());
+            changed = true;
+          }
+          break;
+        }
+        auto now = Clock::now();
+        auto [it, fresh] = waiting_since.emplace(r, now);
+        const bool dead = shm_ready_.load() && !shm_->peer_alive(r);
+        if (dead || now - it->second > Millis(kAckTimeoutMs.get())) {
+          SINEW_WARN(kFt, "agreement in group '{}' epoch {}: rank {} {}; counting it as failed", name(), epoch_, r,
+                     dead ? "died" : "never acked");
+          failed.insert(r);
+          changed = true;
+          break;
+        }
+        if (deadline.expired()) break;
+        std::this_thread::sleep_for(Millis(1));
+      }
+    }
+    if (!changed) {
+      // All acks matched. Re-read the record: a newer, larger set means
+      // someone else is still deciding; they will see our ack differ.
+      std::set<int> record = decode_set(root_->get_string(key));
+      if (record == failed) return {failed.begin(), failed.end()};
+      failed.insert(record.begin(), record.end());
+    }
+  }
+}
 
 }  // namespace
 

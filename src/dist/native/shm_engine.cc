@@ -45,6 +45,9 @@ struct ShmEngine::Header {
   int32_t size;
   uint64_t slot_bytes;
   uint64_t ring_bytes;
+  std::atomic<uint32_t> revoked;  // read-mostly: every wait glances at it
+  alignas(64) std::atomic<uint64_t> heartbeat;
+  alignas(64) std::atomic<uint64_t> failed[ShmEngine::kMaxTrackedRanks / 64];
   Box box[2];
 };
 
@@ -339,6 +342,9 @@ ShmEngine::ShmEngine(StorePtr store, int rank, int size, Options options, Deadli
   h->slot_bytes = slot_bytes_;
   h->ring_bytes = ring_bytes_;
   for (auto& b : h->box) b.step.store(0);
+  h->revoked.store(0);
+  h->heartbeat.store(0);
+  for (auto& w : h->failed) w.store(0);
   for (int j = 0; j < size_; ++j) {
     auto* rg = new (static_cast<uint8_t*>(segments_[rank_].data()) + round_up(sizeof(Header), kAlign) +
                     2 * slot_bytes_ + j * ring_stride) Ring;
@@ -401,7 +407,7 @@ const uint8_t* ShmEngine::slot(int r) const {
 
 const OpDesc& ShmEngine::desc(int r) const { return header(r)->box[step_ & 1].desc; }
 
-bool ShmEngine::peer_alive(int r) {
+bool ShmEngine::peer_alive(int r) const {
   if (pids_[r] == ::getpid()) return true;
   if (::kill(pids_[r], 0) != 0 && errno == ESRCH) return false;
   // A killed child that its parent has not reaped yet still answers kill().
@@ -411,8 +417,53 @@ bool ShmEngine::peer_alive(int r) {
   return true;
 }
 
+void ShmEngine::revoke(const std::vector<int>& failed) {
+  Header* h = header(rank_);
+  for (int r : failed)
+    if (r >= 0 && r < kMaxTrackedRanks) h->failed[r / 64].fetch_or(uint64_t{1} << (r % 64));
+  h->revoked.store(1, std::memory_order_release);
+}
+
+std::vector<int> ShmEngine::revoked_failed_set() const {
+  uint64_t bits[kMaxTrackedRanks / 64] = {};
+  bool any = false;
+  for (int r = 0; r < size_; ++r) {
+    const Header* h = header(r);
+    if (h->revoked.load(std::memory_order_acquire) == 0) continue;
+    any = true;
+    for (int w = 0; w < kMaxTrackedRanks / 64; ++w) bits[w] |= h->failed[w].load(std::memory_order_relaxed);
+  }
+  std::vector<int> out;
+  if (!any) return out;
+  for (int r = 0; r < std::min(size_, kMaxTrackedRanks); ++r)
+    if (bits[r / 64] >> (r % 64) & 1) out.push_back(r);
+  return out;
+}
+
+void ShmEngine::beat() { header(rank_)->heartbeat.fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t ShmEngine::heartbeat(int r) const { return header(r)->heartbeat.load(std::memory_order_relaxed); }
+
 void ShmEngine::fail(Status s) {
   if (broken_.is_ok()) broken_ = std::move(s);
+}
+
+void ShmEngine::fail_if_revoked() {
+  for (int r = 0; r < size_; ++r) {
+    if (header(r)->revoked.load(std::memory_order_acquire) == 0) continue;
+    auto failed = revoked_failed_set();
+    fail(Status(ErrorCode::kPeerLost,
+                fmt::format("process group revoked (first seen by rank {}): rank(s) {} failed; agree on the "
+                            "failed set and reconfigure() to continue with the survivors",
+                            r, failed),
+                failed));
+    broken_.throw_if_error();
+  }
+}
+
+void ShmEngine::check_usable() {
+  broken_.throw_if_error();
+  fail_if_revoked();
 }
 
 void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaited, const char* what) {
@@ -420,6 +471,7 @@ void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaite
     fail(Status(ErrorCode::kAborted, fmt::format("{} aborted (the group was aborted)", what)));
     broken_.throw_if_error();
   }
+  fail_if_revoked();
   auto now = Clock::now();
   if (now >= next_liveness_check_) {
     next_liveness_check_ = now + Millis(10);
@@ -427,6 +479,7 @@ void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaite
     for (int r : awaited)
       if (!peer_alive(r)) dead.push_back(r);
     if (!dead.empty()) {
+      revoke(dead);  // every survivor's wait fails now, not at its deadline
       fail(Status(ErrorCode::kPeerLost,
                   fmt::format("{}: rank(s) {} died (process gone) while rank {} waited on them", what, dead, rank_),
                   dead));
@@ -443,7 +496,7 @@ void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaite
 }
 
 void ShmEngine::step(Deadline deadline, const char* what) {
-  check_usable();
+  broken_.throw_if_error();
   const uint64_t next = step_ + 1;
   const int parity = static_cast<int>(next & 1);
   // A peer is at most one step ahead, so its box of this parity holds either

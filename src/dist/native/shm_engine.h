@@ -99,9 +99,22 @@ class ShmEngine {
   // Point-to-point over the per-pair rings.
   Transport& p2p() { return *p2p_; }
 
+  // --- failure detection and revoke (thread-safe: atomics in shared memory) -
+  // Marks the group revoked with `failed` as the failed ranks; every rank's
+  // next wait (and next op) fails with PeerLostError naming them.
+  void revoke(const std::vector<int>& failed);
+  // The union of the failed sets of every rank that revoked (empty if none).
+  std::vector<int> revoked_failed_set() const;
+  bool peer_alive(int r) const;
+  // The watchdog's heartbeat: a stopped (SIGSTOP) or hung process stops beating.
+  void beat();
+  uint64_t heartbeat(int r) const;
+  static constexpr int kMaxTrackedRanks = 1024;
+
   // Ok, or why the engine can no longer be used.
   const Status& broken() const { return broken_; }
-  void check_usable() const { broken_.throw_if_error(); }
+  // Throws the engine's error, or PeerLostError if the group was revoked.
+  void check_usable();
   // Throws if a peer died, the deadline passed or abort was requested.
   // `awaited` are the ranks being waited on, for the message.
   void check_progress(Deadline deadline, const std::vector<int>& awaited, const char* what);
@@ -112,8 +125,8 @@ class ShmEngine {
   class P2P;
   Header* header(int r) const;
   Ring* ring(int from, int to) const;
-  bool peer_alive(int r);
   void fail(Status s);
+  void fail_if_revoked();
 
   int rank_;
   int size_;

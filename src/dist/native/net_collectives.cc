@@ -11,6 +11,12 @@
 namespace sinew::dist::net {
 namespace {
 
+// memcpy that allows null pointers for empty copies (zero-element tensors
+// have no storage).
+inline void copy_bytes(void* dst, const void* src, size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
+
 const EnvParam<int64_t> kRdBytes{"SINEW_NET_ALLREDUCE_RD_BYTES", 64 << 10,
                                  "allreduce between hosts up to this size uses recursive doubling; "
                                  "larger ones use the pipelined ring"};
@@ -223,7 +229,7 @@ void reduce(const Call& c, const TensorView& tv, int root, const ReduceOp& op) {
   const int vr = (t.rank() - root + W) % W;
   // Non-roots keep their input: accumulate in scratch.
   std::vector<uint8_t> acc(n * es), tmp(n * es);
-  std::memcpy(acc.data(), tv.data(), n * es);
+  copy_bytes(acc.data(), tv.data(), n * es);
   prepare_reduction(acc.data(), n, dt, op);
   int mask = 1;
   while (mask < W) {
@@ -239,7 +245,7 @@ void reduce(const Call& c, const TensorView& tv, int root, const ReduceOp& op) {
   }
   if (vr == 0) {
     finalize_reduction(acc.data(), n, dt, op, W);
-    std::memcpy(tv.data(), acc.data(), n * es);
+    copy_bytes(tv.data(), acc.data(), n * es);
   }
 }
 
@@ -250,7 +256,7 @@ void allgather(const Call& c, const TensorView& out, const TensorView& in) {
   const size_t es = in.element_size();
   check_args(c, desc(c, OpKind::kAllgather, in.dtype(), m, -1, ReduceKind::kSum), true);
   uint8_t* dst = bytes_of(out);
-  if (m > 0) std::memcpy(dst + r * m * es, in.data(), m * es);
+  if (m > 0) copy_bytes(dst + r * m * es, in.data(), m * es);
   const int right = (r + 1) % W, left = (r - 1 + W) % W;
   for (int i = 0; i < W - 1; ++i) {
     const int s = ((r - i) % W + W) % W, q = ((r - i - 1) % W + W) % W;
@@ -272,7 +278,7 @@ void gather(const Call& c, const TensorView& out, const TensorView& in, int root
   std::vector<RequestPtr> reqs;
   for (int q = 0; q < W; ++q)
     if (q != r) reqs.push_back(t.irecv(q, tag(c, 0), dst + q * m * es, m * es));
-  if (m > 0) std::memcpy(dst + r * m * es, in.data(), m * es);
+  if (m > 0) copy_bytes(dst + r * m * es, in.data(), m * es);
   t.wait(reqs, c.deadline);
 }
 
@@ -290,7 +296,7 @@ void scatter(const Call& c, const TensorView& out, const TensorView& in, int roo
   std::vector<RequestPtr> reqs;
   for (int q = 0; q < W; ++q)
     if (q != r) reqs.push_back(t.isend(q, tag(c, 0), src + q * m * es, m * es));
-  if (m > 0) std::memcpy(out.data(), src + r * m * es, m * es);
+  if (m > 0) copy_bytes(out.data(), src + r * m * es, m * es);
   t.wait(reqs, c.deadline);
 }
 
@@ -305,7 +311,7 @@ void reduce_scatter(const Call& c, const TensorView& out, const TensorView& in, 
   // rotate by one: rank r's block is stored at segment (r - 1) mod W... we
   // keep it simple and reduce in scratch, then pick our block.
   std::vector<uint8_t> acc(in.nbytes());
-  if (!acc.empty()) std::memcpy(acc.data(), in.data(), acc.size());
+  if (!acc.empty()) copy_bytes(acc.data(), in.data(), acc.size());
   prepare_reduction(acc.data(), W * m, dt, op);
   const int right = (r + 1) % W, left = (r - 1 + W) % W;
   std::vector<uint8_t> tmp(m * es);
@@ -317,7 +323,7 @@ void reduce_scatter(const Call& c, const TensorView& out, const TensorView& in, 
     reduce_into(acc.data() + q * m * es, tmp.data(), m, dt, op.kind);
   }
   finalize_reduction(acc.data() + r * m * es, m, dt, op, W);
-  if (m > 0) std::memcpy(out.data(), acc.data() + r * m * es, m * es);
+  if (m > 0) copy_bytes(out.data(), acc.data() + r * m * es, m * es);
 }
 
 void all_to_all(const Call& c, const TensorView& out, const TensorView& in,
@@ -370,7 +376,7 @@ void all_to_all(const Call& c, const TensorView& out, const TensorView& in,
     reqs.push_back(t.irecv(from, tag(c, 2), dst + out_off[from] * es, out_splits[from] * es));
     reqs.push_back(t.isend(to, tag(c, 2), src + in_off[to] * es, in_splits[to] * es));
   }
-  if (in_splits[r] > 0) std::memcpy(dst + out_off[r] * es, src + in_off[r] * es, in_splits[r] * es);
+  if (in_splits[r] > 0) copy_bytes(dst + out_off[r] * es, src + in_off[r] * es, in_splits[r] * es);
   t.wait(reqs, c.deadline);
 }
 

@@ -11,6 +11,12 @@
 namespace sinew::dist::shm {
 namespace {
 
+// memcpy that allows null pointers for empty copies (zero-element tensors
+// have no storage).
+inline void copy_bytes(void* dst, const void* src, size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
+
 const EnvParam<int64_t> kOneStepBytes{
     "SINEW_SHM_ALLREDUCE_1STEP_BYTES", 32 << 10,
     "allreduce up to this many bytes reduces the whole buffer on every rank in one step; larger "
@@ -61,7 +67,7 @@ void reduce_all(const ShmEngine& e, uint8_t* dst, size_t byte_off, size_t n, DTy
   const size_t es = dtype_size(dt);
   auto src = [&](int r) { return (boxed ? e.inline_data(r) : e.slot(r)) + byte_off; };
   if (e.size() == 1) {
-    std::memmove(dst, src(0), n * es);
+    if (n) std::memmove(dst, src(0), n * es);
     return;
   }
   reduce_pair(dst, src(0), src(1), n, dt, k);
@@ -81,7 +87,7 @@ void allreduce(const Call& c, const TensorView& t, const ReduceOp& op) {
   if (t.nbytes() <= ShmEngine::kInlineBytes) {
     begin(c, OpKind::kAllreduce, dt, count, -1, op.kind);
     uint8_t* box = e.my_next_inline();
-    std::memcpy(box, data, t.nbytes());
+    copy_bytes(box, data, t.nbytes());
     prepare(box, count, dt, op);
     e.step(c.deadline, "allreduce");
     check_descs(c, true);
@@ -107,9 +113,9 @@ void allreduce(const Call& c, const TensorView& t, const ReduceOp& op) {
     if (skip_own) {
       for (int r = 0; r < W; ++r)
         if (r != e.rank() && hi_of(r) > lo_of(r))
-          std::memcpy(slot + lo_of(r) * es, chunk_data + lo_of(r) * es, (hi_of(r) - lo_of(r)) * es);
+          copy_bytes(slot + lo_of(r) * es, chunk_data + lo_of(r) * es, (hi_of(r) - lo_of(r)) * es);
     } else {
-      std::memcpy(slot, chunk_data, n * es);
+      copy_bytes(slot, chunk_data, n * es);
       prepare(slot, n, dt, op);
     }
     e.step(c.deadline, "allreduce");
@@ -133,12 +139,12 @@ void allreduce(const Call& c, const TensorView& t, const ReduceOp& op) {
         reduce_pair(dst, src(0), src(1), hi - lo, dt, op.kind);
         for (int r = 2; r < W; ++r) reduce_into(dst, src(r), hi - lo, dt, op.kind);
         finalize_reduction(dst, hi - lo, dt, op, W);
-        std::memcpy(chunk_data + lo * es, dst, (hi - lo) * es);
+        copy_bytes(chunk_data + lo * es, dst, (hi - lo) * es);
       }
       e.step(c.deadline, "allreduce");
       for (int r = 0; r < W; ++r)
         if (r != me && hi_of(r) > lo_of(r))
-          std::memcpy(chunk_data + lo_of(r) * es, e.slot(r) + lo_of(r) * es, (hi_of(r) - lo_of(r)) * es);
+          copy_bytes(chunk_data + lo_of(r) * es, e.slot(r) + lo_of(r) * es, (hi_of(r) - lo_of(r)) * es);
     }
     off += n;
   } while (off < count);
@@ -155,11 +161,11 @@ void broadcast(const Call& c, const TensorView& t, int root) {
   do {
     const int64_t n = std::min(chunk, count - off);
     begin(c, OpKind::kBroadcast, t.dtype(), count, root, ReduceKind::kSum);
-    if (e.rank() == root) std::memcpy(e.my_next_slot(), data + off * es, n * es);
+    if (e.rank() == root) copy_bytes(e.my_next_slot(), data + off * es, n * es);
     e.step(c.deadline, "broadcast");
     if (first) check_descs(c, true);
     first = false;
-    if (e.rank() != root) std::memcpy(data + off * es, e.slot(root), n * es);
+    if (e.rank() != root) copy_bytes(data + off * es, e.slot(root), n * es);
     off += n;
   } while (off < count);
 }
@@ -177,7 +183,7 @@ void reduce(const Call& c, const TensorView& t, int root, const ReduceOp& op) {
     const int64_t n = std::min(chunk, count - off);
     begin(c, OpKind::kReduce, dt, count, root, op.kind);
     uint8_t* slot = e.my_next_slot();
-    std::memcpy(slot, data + off * es, n * es);
+    copy_bytes(slot, data + off * es, n * es);
     prepare(slot, n, dt, op);
     e.step(c.deadline, "reduce");
     if (first) check_descs(c, true);
@@ -205,12 +211,12 @@ void gather_impl(const Call& c, const TensorView& out, const TensorView& in, int
   do {
     const int64_t n = std::min(chunk, m - off);
     begin(c, kind, in.dtype(), m, root, ReduceKind::kSum);
-    std::memcpy(e.my_next_slot(), src + off * es, n * es);
+    copy_bytes(e.my_next_slot(), src + off * es, n * es);
     e.step(c.deadline, op_kind_name(kind));
     if (first) check_descs(c, true);
     first = false;
     if (receive)
-      for (int r = 0; r < e.size(); ++r) std::memcpy(dst + (r * m + off) * es, e.slot(r), n * es);
+      for (int r = 0; r < e.size(); ++r) copy_bytes(dst + (r * m + off) * es, e.slot(r), n * es);
     off += n;
   } while (off < m);
 }
@@ -238,11 +244,11 @@ void scatter(const Call& c, const TensorView& out, const TensorView& in, int roo
     const int64_t n = std::min(chunk, m - off);
     begin(c, OpKind::kScatter, out.dtype(), m, root, ReduceKind::kSum);
     if (e.rank() == root)
-      for (int r = 0; r < W; ++r) std::memcpy(e.my_next_slot() + r * chunk * es, src + (r * m + off) * es, n * es);
+      for (int r = 0; r < W; ++r) copy_bytes(e.my_next_slot() + r * chunk * es, src + (r * m + off) * es, n * es);
     e.step(c.deadline, "scatter");
     if (first) check_descs(c, true);
     first = false;
-    std::memcpy(dst + off * es, e.slot(root) + e.rank() * chunk * es, n * es);
+    copy_bytes(dst + off * es, e.slot(root) + e.rank() * chunk * es, n * es);
     off += n;
   } while (off < m);
 }
@@ -263,7 +269,7 @@ void reduce_scatter(const Call& c, const TensorView& out, const TensorView& in, 
     begin(c, OpKind::kReduceScatter, dt, m, -1, op.kind);
     uint8_t* slot = e.my_next_slot();
     for (int r = 0; r < W; ++r) {
-      std::memcpy(slot + r * chunk * es, src + (r * m + off) * es, n * es);
+      copy_bytes(slot + r * chunk * es, src + (r * m + off) * es, n * es);
       prepare(slot + r * chunk * es, n, dt, op);
     }
     e.step(c.deadline, "reduce_scatter");
@@ -325,7 +331,7 @@ void all_to_all(const Call& c, const TensorView& out, const TensorView& in,
     int64_t left = 0;
     for (int r = 0; r < W; ++r) {
       const int64_t n = std::min(cap, in_splits[r] - sent[r]);
-      if (n > 0) std::memcpy(slot + r * cap * es, src + (in_off[r] + sent[r]) * es, n * es);
+      if (n > 0) copy_bytes(slot + r * cap * es, src + (in_off[r] + sent[r]) * es, n * es);
       sent[r] += n;
       left += in_splits[r] - sent[r];
     }
@@ -334,7 +340,7 @@ void all_to_all(const Call& c, const TensorView& out, const TensorView& in,
     anyone_more = false;
     for (int r = 0; r < W; ++r) {
       const int64_t n = std::min(cap, out_splits[r] - got[r]);
-      if (n > 0) std::memcpy(dst + (out_off[r] + got[r]) * es, e.slot(r) + me * cap * es, n * es);
+      if (n > 0) copy_bytes(dst + (out_off[r] + got[r]) * es, e.slot(r) + me * cap * es, n * es);
       got[r] += n;
       anyone_more |= e.desc(r).more > 0;
     }

@@ -387,6 +387,28 @@ std::shared_ptr<ProcessGroup> ProcessGroup::reconfigure(Deadline) {
   throw InvalidArgument::make("backend", backend_name(), "the sinew backend for reconfigure()");
 }
 
+std::string ProcessGroup::reconfigure_handle() const {
+  throw InvalidArgument::make("backend", backend_name(), "the sinew backend for reconfigure_handle()");
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::reconfigure(const std::string&, const std::vector<std::string>&, Millis) {
+  throw InvalidArgument::make("backend", backend_name(), "the sinew backend for reconfigure(uuid, handles, timeout)");
+}
+
+void ProcessGroup::add_abort_hook(std::function<void(const std::string&)> hook) {
+  std::lock_guard<std::mutex> g(hooks_mu_);
+  abort_hooks_.push_back(std::move(hook));
+}
+
+void ProcessGroup::run_abort_hooks(const std::string& reason) {
+  std::vector<std::function<void(const std::string&)>> hooks;
+  {
+    std::lock_guard<std::mutex> g(hooks_mu_);
+    hooks = abort_hooks_;
+  }
+  for (auto& h : hooks) h(reason);
+}
+
 void register_builtin_backends();  // backends.cc
 
 std::vector<std::string> available_backends() {

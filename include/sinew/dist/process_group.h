@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +94,19 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // old-rank order. Every survivor must call it.
   virtual std::shared_ptr<ProcessGroup> reconfigure(Deadline deadline);
 
+  // PyTorch-shaped external reconfiguration, for users who bring their own
+  // coordinator: each rank hands out its handle; the coordinator gives every
+  // member of the new group the same list; a rank's new number is its index
+  // in it. `uuid` names the new group's store namespace and may be used once.
+  virtual std::string reconfigure_handle() const;
+  virtual std::shared_ptr<ProcessGroup> reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
+                                                    Millis timeout);
+  // The group's error state, as PyTorch's error query reports it.
+  enum class ErrorState { kSuccess, kTimeout, kCommError };
+  ErrorState error_state() const { return error_state_.load(); }
+  // Runs `hook(reason)` when the group is aborted (on the aborting thread).
+  void add_abort_hook(std::function<void(const std::string&)> hook);
+
   // Non-blocking init: Ok while connecting or connected, the error if init
   // failed.
   virtual Status init_status() const = 0;
@@ -129,8 +143,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                                                       const std::string& tag) = 0;
 
   std::atomic<bool> aborted_{false};
+  std::atomic<ErrorState> error_state_{ErrorState::kSuccess};
+  // Backends call this from abort().
+  void run_abort_hooks(const std::string& reason);
 
  private:
+  std::mutex hooks_mu_;
+  std::vector<std::function<void(const std::string&)>> abort_hooks_;
   WorkPtr new_work(const char* op, bool p2p = false);
   uint64_t coll_seq_ = 0;
   uint64_t p2p_seq_ = 0;

@@ -20,6 +20,7 @@
 #include "net_collectives.h"
 #include "shm_collectives.h"
 #include "shm_engine.h"
+#include "sinew/core/check.h"
 #include "sinew/core/env.h"
 #include "sinew/core/log.h"
 #include "sinew/dist/process_group.h"
@@ -106,7 +107,38 @@ class NativeProcessGroup final : public ProcessGroup {
 
   std::string backend_name() const override { return "sinew"; }
 
+  std::string reconfigure_handle() const override {
+    // Self-describing and unique per rank and epoch.
+    return fmt::format("sinew|{}|e{}|r{}|{}|pid{}", name(), epoch_, rank(), host_identity(), ::getpid());
+  }
+
+  std::shared_ptr<ProcessGroup> reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
+                                            Millis timeout) override {
+    SINEW_ARG_CHECK(!uuid.empty() && uuid.find('/') == std::string::npos, "uuid", fmt::format("'{}'", uuid),
+                    "a non-empty id without '/'");
+    const std::string mine = reconfigure_handle();
+    auto it = std::find(handles.begin(), handles.end(), mine);
+    SINEW_ARG_CHECK(it != handles.end(), "handles", fmt::format("{} handles", handles.size()),
+                    fmt::format("a list containing this rank's handle '{}'", mine));
+    SINEW_ARG_CHECK(std::count(handles.begin(), handles.end(), mine) == 1, "handles", fmt::format("{}", handles),
+                    "each rank's handle once");
+    // A uuid names one reconfiguration: the first caller claims it for this
+    // handle list; any other use is rejected.
+    std::string list = fmt::format("{}", fmt::join(handles, ";"));
+    Bytes claimed = root_->compare_set("uuid/" + uuid, {}, to_bytes(list));
+    if (to_string(claimed) != list)
+      throw InvalidArgument::make("uuid", fmt::format("'{}'", uuid),
+                                  "a uuid not used before (it names an earlier reconfiguration of this group "
+                                  "with other handles; pass a fresh one)");
+    const int new_rank = static_cast<int>(it - handles.begin());
+    SINEW_INFO(kFt, "group '{}': external reconfigure '{}' -> rank {} of {}", name(), uuid, new_rank, handles.size());
+    return std::make_shared<NativeProcessGroup>(make_prefix_store("u/" + uuid, root_), new_rank,
+                                                static_cast<int>(handles.size()), name(), timeout,
+                                                transport_choice_, epoch_ + 1);
+  }
+
   void abort(const std::string& reason) override {
+    run_abort_hooks(reason);
     aborted_.store(true);
     if (net_) net_->abort();
     queue_.abort(Status(ErrorCode::kAborted,
@@ -212,6 +244,13 @@ class NativeProcessGroup final : public ProcessGroup {
         b(d);
       } catch (const PeerLostError& e) {
         note_failed(e.ranks());
+        error_state_.store(ErrorState::kCommError);
+        throw;
+      } catch (const TimeoutError&) {
+        error_state_.store(ErrorState::kTimeout);
+        throw;
+      } catch (const IoError&) {
+        error_state_.store(ErrorState::kCommError);
         throw;
       }
     };

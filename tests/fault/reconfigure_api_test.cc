@@ -1,0 +1,149 @@
+// The PyTorch-shaped external reconfigure API on the sinew backend, ranks as
+// threads: an outside "coordinator" (the test) collects handles and gives
+// every member of the new group the same list.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <barrier>
+
+#include "../dist/rank_threads.h"
+#include "sinew/core/error.h"
+
+namespace sinew::dist {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Runs `world` ranks; each builds its group, publishes its handle, then runs
+// body(rank, pg, handles) once all handles are known.
+void with_handles(int world,
+                  const std::function<void(int, ProcessGroupPtr&, const std::vector<std::string>&)>& body,
+                  Millis timeout = Millis(20000)) {
+  auto store = make_memory_store();
+  std::vector<std::string> handles(world);
+  std::barrier sync(world);
+  sinew::testing::run_ranks(world, [&](int r) {
+    GroupOptions o;
+    o.store = store;
+    o.rank = r;
+    o.size = world;
+    o.timeout = timeout;
+    auto pg = create_process_group(o);
+    pg->wait_ready(Deadline::after(10s));
+    handles[r] = pg->reconfigure_handle();
+    sync.arrive_and_wait();
+    body(r, pg, handles);
+  });
+}
+
+int64_t allreduce_sum(ProcessGroup& pg, int64_t v) {
+  pg.allreduce(TensorView::flat(&v, DType::kI64, 1))->wait();
+  return v;
+}
+
+TEST(ReconfigureApi, PermutedHandlesRenumberByIndexThenAllreduceAndSendRecv) {
+  with_handles(3, [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+    std::vector<std::string> order = {h[2], h[0], h[1]};
+    auto next = pg->reconfigure("perm", order, Millis(20000));
+    EXPECT_EQ(next->rank(), (r + 1) % 3);
+    EXPECT_EQ(next->size(), 3);
+    EXPECT_EQ(next->epoch(), 1u);
+    EXPECT_EQ(allreduce_sum(*next, r + 1), 6);
+    int64_t v = next->rank() == 0 ? 99 : 0;
+    if (next->rank() == 0) next->send(TensorView::flat(&v, DType::kI64, 1), 1)->wait();
+    if (next->rank() == 1) {
+      next->recv(TensorView::flat(&v, DType::kI64, 1), 0)->wait();
+      EXPECT_EQ(v, 99);
+    }
+  });
+}
+
+TEST(ReconfigureApi, IdentityKeepsRanks) {
+  with_handles(3, [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+    auto next = pg->reconfigure("identity", h, Millis(20000));
+    EXPECT_EQ(next->rank(), r);
+    EXPECT_EQ(allreduce_sum(*next, 1), 3);
+  });
+}
+
+TEST(ReconfigureApi, ShrinkLastAndMiddleRank) {
+  with_handles(4, [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+    if (r != 3) {
+      auto a = pg->reconfigure("drop-last", {h[0], h[1], h[2]}, Millis(20000));
+      EXPECT_EQ(a->rank(), r);
+      EXPECT_EQ(allreduce_sum(*a, r), 0 + 1 + 2);
+    }
+    if (r != 1) {
+      auto b = pg->reconfigure("drop-middle", {h[0], h[2], h[3]}, Millis(20000));
+      EXPECT_EQ(b->rank(), r == 0 ? 0 : r - 1);
+      EXPECT_EQ(allreduce_sum(*b, r), 0 + 2 + 3);
+    }
+  });
+}
+
+TEST(ReconfigureApi, ScaleDownThenUpAgain) {
+  with_handles(3, [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+    // Down to two ranks, then back up to all three from the small group.
+    ProcessGroupPtr small;
+    if (r != 2) {
+      small = pg->reconfigure("down", {h[0], h[1]}, Millis(20000));
+      EXPECT_EQ(allreduce_sum(*small, 1), 2);
+    }
+    auto up = pg->reconfigure("up", h, Millis(20000));
+    EXPECT_EQ(up->size(), 3);
+    EXPECT_EQ(allreduce_sum(*up, 1), 3);
+  });
+}
+
+TEST(ReconfigureApi, ReusedUuidIsRejected) {
+  with_handles(2, [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+    auto next = pg->reconfigure("once", h, Millis(20000));
+    EXPECT_EQ(allreduce_sum(*next, 1), 2);
+    try {
+      pg->reconfigure("once", {h[1], h[0]}, Millis(20000));
+      ADD_FAILURE() << "reused uuid accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("'once'"));
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("not used before"));
+    }
+  });
+}
+
+TEST(ReconfigureApi, HandleMustBeInTheList) {
+  with_handles(2, [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+    if (r == 0) {
+      EXPECT_THROW(pg->reconfigure("missing", {h[1]}, Millis(1000)), InvalidArgument);
+      EXPECT_THROW(pg->reconfigure("a/b", h, Millis(1000)), InvalidArgument);
+    }
+  });
+}
+
+TEST(ReconfigureApi, RecoverAfterAbortWithHooksAndErrorState) {
+  with_handles(2, [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+    std::string hooked;
+    pg->add_abort_hook([&](const std::string& why) { hooked = why; });
+    EXPECT_EQ(pg->error_state(), ProcessGroup::ErrorState::kSuccess);
+    pg->abort("coordinator says so");
+    EXPECT_EQ(hooked, "coordinator says so");
+    EXPECT_THROW(pg->barrier()->wait(Deadline::after(5s)), AbortedError);
+    auto next = pg->reconfigure("after-abort", h, Millis(20000));
+    EXPECT_EQ(allreduce_sum(*next, 1), 2);
+  });
+}
+
+TEST(ReconfigureApi, RecoverAfterTimeout) {
+  with_handles(
+      2,
+      [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+        if (r == 0) {  // rank 1 skips this allreduce: rank 0 times out
+          EXPECT_THROW(allreduce_sum(*pg, 1), TimeoutError);
+          EXPECT_EQ(pg->error_state(), ProcessGroup::ErrorState::kTimeout);
+        }
+        auto next = pg->reconfigure("after-timeout", h, Millis(20000));
+        EXPECT_EQ(allreduce_sum(*next, 1), 2);
+      },
+      Millis(300));
+}
+
+}  // namespace
+}  // namespace sinew::dist

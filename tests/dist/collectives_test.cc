@@ -372,6 +372,36 @@ TEST_P(Collectives, MismatchedArgumentsNameBothSides) {
     } catch (const InvalidArgument& e) {
       EXPECT_THAT(e.what(), ::testing::HasSubstr("barrier"));
     }
+    // Every other collective with one rank's count off by one.
+    std::vector<int64_t> in(2 * W + 2, 1), out(2 * W * W + 2, 0);
+    const int64_t m = me == W - 1 ? 2 : 1;  // elements per rank
+    auto view = [](std::vector<int64_t>& x, int64_t n) { return TensorView::flat(x.data(), DType::kI64, n); };
+    std::vector<std::pair<const char*, std::function<WorkPtr()>>> calls = {
+        {"broadcast", [&] { return pg.broadcast(view(in, m), 0); }},
+        {"reduce", [&] { return pg.reduce(view(in, m), 0); }},
+        {"allgather", [&] { return pg.allgather_into_tensor(view(out, m * W), view(in, m)); }},
+        {"reduce_scatter", [&] { return pg.reduce_scatter_tensor(view(out, m), view(in, m * W)); }},
+        {"gather", [&] {
+           std::vector<TensorView> outs;
+           for (int r = 0; r < W; ++r) outs.push_back(TensorView::flat(out.data() + r * m, DType::kI64, m));
+           return pg.gather(me == 0 ? outs : std::vector<TensorView>{}, view(in, m), 0);
+         }},
+        {"scatter", [&] {
+           std::vector<TensorView> ins;
+           for (int r = 0; r < W; ++r) ins.push_back(TensorView::flat(in.data() + r * m, DType::kI64, m));
+           return pg.scatter(view(out, m), me == 0 ? ins : std::vector<TensorView>{}, 0);
+         }},
+    };
+    for (auto& [name, call] : calls) {
+      try {
+        call()->wait();
+        ADD_FAILURE() << name << ": count mismatch not detected on rank " << me;
+      } catch (const InvalidArgument& e) {
+        EXPECT_THAT(e.what(), ::testing::HasSubstr(name)) << name;
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("count 1")) << name;
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("count 2")) << name;
+      }
+    }
     // uneven all_to_all splits that disagree
     std::vector<int64_t> in_s(W, 1), out_s(W, 1);
     if (me == 0) {

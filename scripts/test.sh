@@ -29,4 +29,4 @@ stage "tsan build of the shared-memory and threading core"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$JOBS"
 TSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/tsan.supp halt_on_error=1" \
-  ctest --preset tsan -j "$JOBS" --timeout 900 -L tsan
+  ctest --preset tsan -j "$JOBS" --timeout 900

@@ -384,6 +384,30 @@ TEST(SinewRun, KillingTheLauncherKillsTheWorkers) {
   prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
+TEST(SinewRun, FaultTolerantKeepsTheSurvivorsOfAKilledWorker) {
+  // ft_worker's rank 1 SIGKILLs itself; ranks 0 and 2 reconfigure and finish.
+  Launcher l({"run", "--standalone", "--fault-tolerant", "--nproc-per-node", "3",
+              SINEW_BIN_DIR "/ft_worker", "--fail-rank", "1", "--at-step", "3", "--steps", "10"});
+  ASSERT_EQ(l.wait(seconds(30)), 0) << l.out() << l.err();
+  EXPECT_THAT(l.err(), HasSubstr("lost: SIGKILL; --fault-tolerant: the other workers continue"));
+  EXPECT_THAT(l.err(), HasSubstr("attempt 0 succeeded (run id"));
+  EXPECT_THAT(l.err(), HasSubstr(", 1 of 3 workers lost):"));
+  std::regex lost("\\n +1 +1 +\\d+ +SIGKILL +[0-9.]+s  \\(lost; the others continued\\)\\n");
+  EXPECT_TRUE(std::regex_search(l.err(), lost)) << l.err();
+  EXPECT_THAT(rank_lines(l.out(), 0),
+              ::testing::Contains(HasSubstr("RESULT orig 0 rank 0 size 2 epoch 1 reconfigs 1")))
+      << l.out();
+  EXPECT_THAT(rank_lines(l.out(), 2),
+              ::testing::Contains(HasSubstr("RESULT orig 2 rank 1 size 2 epoch 1 reconfigs 1")))
+      << l.out();
+  // A worker that exits with an error code still fails the job (here with
+  // the environment spelling of the option).
+  Launcher bad({"run", "--standalone", "--nproc-per-node", "2", kWorker, "fail-rank:1:3"},
+               {"SINEW_RUN_FAULT_TOLERANT=1"});
+  EXPECT_EQ(bad.wait(), 3) << bad.err();
+  EXPECT_THAT(bad.err(), HasSubstr("failed: 3; stopping the other workers"));
+}
+
 TEST(SinewRun, UnderscoreSpellingsAndPetEnvironment) {
   Launcher l({"run", "--rdzv_id", "job7", "--master_addr", "127.0.0.1", "--max_restarts", "0",
               "--local_ranks_filter", "0,1", "--store-token", "tok123", "--backend", "gloo",

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/collectives_bench.h"
+#include "bench/recovery_bench.h"
 #include "tools/sinew/commands.h"
 
 namespace sinew::cli {
@@ -88,6 +89,54 @@ void add_bench_command(CLI::App& app, int& rc) {
     if (!ws->ops.empty()) w->ops = split_list(ws->ops);
     rc = bench::run_collectives_worker(*w);
   });
+
+  struct RecoveryOpts {
+    std::string csv, worlds = "4,2";
+    int trials = 5;
+  };
+  auto ro = std::make_shared<RecoveryOpts>();
+  auto* rec = bench->add_subcommand(
+      "recovery",
+      "Cost of a rank's death: sinew's detect, revoke, agree and shrink phases beside restarting every worker "
+      "(torchrun-style)");
+  rec->add_option("--csv", ro->csv, "append rows suite,case,impl,metric,value,unit to FILE");
+  rec->add_option("--ws,--world-size", ro->worlds, "comma list of world sizes, each at least 2 (default 4,2)");
+  rec->add_option("--trials", ro->trials, "trials per world size (median and max reported)")
+      ->check(CLI::Range(1, 1000));
+  rec->callback([ro, &rc] {
+    bench::RecoveryConfig cfg;
+    cfg.trials = ro->trials;
+    cfg.worlds.clear();
+    for (const auto& w : split_list(ro->worlds)) {
+      size_t pos = 0;
+      int v = 0;
+      try {
+        v = std::stoi(w, &pos);
+      } catch (const std::exception&) {
+        pos = 0;
+      }
+      if (pos != w.size() || v < 2 || v > 64)
+        throw CLI::ValidationError("--ws", "world sizes from 2 to 64, got '" + w + "'");
+      cfg.worlds.push_back(v);
+    }
+    bench::Report report;
+    int failed = bench::run_recovery_bench(cfg, report);
+    fmt::print("\n");
+    report.print_table("ms", false);
+    fmt::print("\n");
+    report.print_table("ms_max", false);
+    if (!ro->csv.empty()) report.write_csv(ro->csv);
+    rc = failed == 0 ? 0 : 1;
+  });
+
+  // The per-rank half of `bench recovery`, started by it (hidden).
+  auto rw = std::make_shared<bench::RecoveryConfig>();
+  auto* rworker = app.add_subcommand("bench-recovery-worker", "");
+  rworker->group("");  // hidden from --help
+  rworker->add_option("--mode", rw->mode)->required()->check(CLI::IsMember({"sinew", "doomed", "fresh"}));
+  rworker->add_option("--victim", rw->victim)->required();
+  rworker->add_option("--timeout-s", rw->trial_timeout_s);
+  rworker->callback([rw, &rc] { rc = bench::run_recovery_worker(*rw); });
 }
 
 }  // namespace sinew::cli

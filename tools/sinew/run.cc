@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "sinew/core/env.h"
 #include "sinew/core/error.h"
 #include "sinew/dist/tcp_store.h"
 #include "tools/sinew/commands.h"
@@ -57,7 +58,14 @@ workers (on every node) are stopped and started again with
 TORCHELASTIC_RESTART_COUNT and the attempt number raised. Otherwise the others
 are stopped and the launcher exits with the first failing worker's exit code
 (128 + signal number if it was killed). Each attempt ends with a per-rank table
-on stderr: rank, local rank, pid, exit code or signal, elapsed time.)";
+on stderr: rank, local rank, pid, exit code or signal, elapsed time.
+
+--fault-tolerant (or PET_FAULT_TOLERANT=1 / SINEW_RUN_FAULT_TOLERANT=1): for
+programs that survive the loss of a rank (ProcessGroup::reconfigure()). A
+worker killed by a signal is recorded as lost and the others keep running;
+the launcher waits for them. The job exits 0 if every worker on this node
+that was not lost exits 0 (and at least one was not lost); a worker that
+exits with a non-zero code still fails the job as above.)";
 
 // The launcher's view of the command line before it is checked.
 struct RunArgs {
@@ -69,6 +77,7 @@ struct RunArgs {
   std::string rdzv_backend = "static";
   bool standalone = false;
   int max_restarts = 0;
+  bool fault_tolerant = false;
   double monitor_interval = 0.1;
   std::string log_dir;
   std::string tee;
@@ -82,6 +91,10 @@ struct RunArgs {
   std::string store_token;
   std::vector<std::string> command;
 };
+
+const EnvParam<bool> kFaultTolerant{"SINEW_RUN_FAULT_TOLERANT", false,
+                                    "sinew run --fault-tolerant: a worker killed by a signal does not "
+                                    "stop the others"};
 
 int parse_int(const std::string& option, const std::string& text, int lo,
               const std::string& expected) {
@@ -174,6 +187,7 @@ RunConfig make_config(const RunArgs& a) {
   if (a.max_restarts < 0)
     throw InvalidArgument::make("--max-restarts", std::to_string(a.max_restarts), "0 or more");
   c.max_restarts = a.max_restarts;
+  c.fault_tolerant = a.fault_tolerant || kFaultTolerant.get();
   if (!(a.monitor_interval > 0))
     throw InvalidArgument::make("--monitor-interval", fmt::format("{}", a.monitor_interval),
                                 "a positive number of seconds");
@@ -270,6 +284,10 @@ void add_run_command(CLI::App& app, int& rc) {
                   "Restart all workers up to this many times after a failure")
       ->envname("PET_MAX_RESTARTS")
       ->capture_default_str();
+  cmd->add_flag("--fault-tolerant,--fault_tolerant", a->fault_tolerant,
+                "A worker killed by a signal does not stop the others; exit 0 if the rest "
+                "exit 0 (also SINEW_RUN_FAULT_TOLERANT)")
+      ->envname("PET_FAULT_TOLERANT");
   cmd->add_option("--monitor-interval,--monitor_interval", a->monitor_interval,
                   "Seconds between checks of the other nodes' state")
       ->envname("PET_MONITOR_INTERVAL")

@@ -6,8 +6,10 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -235,6 +237,7 @@ class Job {
     Rendezvous rdzv(c_, token_, signals_);
     for (int attempt = 0;; ++attempt) {
       auto m = rdzv.join(attempt);
+      lost_.clear();
       WorkerGroup group(signals_, program_path_, argv(), c_.output, host_);
       for (int lr = 0; lr < c_.nproc_per_node; ++lr) group.spawn(make_spec(rdzv, m, attempt, lr));
       Outcome o = supervise(group, rdzv, attempt);
@@ -326,6 +329,14 @@ class Job {
       for (size_t i : ev.exited) {
         const auto& r = group.result(i);
         if (succeeded(r)) continue;
+        if (c_.fault_tolerant && WIFSIGNALED(r.wait_status)) {
+          lost_.push_back(i);
+          std::fprintf(stderr,
+                       "sinew run: rank %d (pid %d) lost: %s; --fault-tolerant: the other workers "
+                       "continue\n",
+                       r.rank, static_cast<int>(r.pid), describe_wait_status(r.wait_status).c_str());
+          continue;
+        }
         o = {Outcome::kFailed, exit_code_of(r.wait_status), i, -1, 0};
         rdzv.report_failure(attempt, r.rank, o.exit_code);
         std::fprintf(stderr, "sinew run: rank %d (pid %d) failed: %s; stopping the other workers\n",
@@ -342,6 +353,13 @@ class Job {
         return {Outcome::kRemoteFailed, remote->second, std::nullopt, remote->first, 0};
       }
     }
+    if (!lost_.empty() && lost_.size() == group.size()) {
+      // Nobody left to carry on.
+      const auto& r = group.result(lost_.front());
+      o = {Outcome::kFailed, exit_code_of(r.wait_status), lost_.front(), -1, 0};
+      rdzv.report_failure(attempt, r.rank, o.exit_code);
+      return o;
+    }
     // This node is done; the attempt is not until every node is.
     rdzv.report_done(attempt);
     while (!rdzv.all_done(attempt)) {
@@ -357,8 +375,10 @@ class Job {
 
   void print_table(const WorkerGroup& group, int attempt, const Outcome& o) {
     static const char* kWhat[] = {"succeeded", "failed", "failed on another node", "interrupted"};
-    std::string out = fmt::format("sinew run: attempt {} {} (run id {}, host {}):\n", attempt,
-                                  kWhat[o.kind], c_.run_id, host_);
+    std::string lost =
+        lost_.empty() ? "" : fmt::format(", {} of {} workers lost", lost_.size(), group.size());
+    std::string out = fmt::format("sinew run: attempt {} {} (run id {}, host {}{}):\n", attempt,
+                                  kWhat[o.kind], c_.run_id, host_, lost);
     out += fmt::format("  {:>6} {:>6} {:>8} {:>10} {:>10}\n", "rank", "local", "pid", "exit",
                        "elapsed");
     for (size_t i = 0; i < group.size(); ++i) {
@@ -366,6 +386,8 @@ class Job {
       std::string note;
       if (o.first_failure == i)
         note = "  <- first failure";
+      else if (std::find(lost_.begin(), lost_.end(), i) != lost_.end())
+        note = "  (lost; the others continued)";
       else if (!r.reaped)
         note = "  (still running)";
       else if (r.stopped)
@@ -382,6 +404,8 @@ class Job {
   std::string program_path_;
   std::string token_;
   std::map<std::string, std::string> base_env_;
+  // Local indices of this attempt's workers lost under --fault-tolerant.
+  std::vector<size_t> lost_;
 };
 
 }  // namespace

@@ -21,6 +21,9 @@ struct RunConfig {
   bool standalone = false;
   std::string run_id = "none";
   int max_restarts = 0;
+  // A worker killed by a signal does not stop the others (they recover with
+  // reconfigure()); see run.cc's help.
+  bool fault_tolerant = false;
   double monitor_interval_s = 0.1;
   std::string backend;  // exported as SINEW_BACKEND when set
   std::string token;    // empty: node 0 generates one (single node only)
@@ -30,8 +33,9 @@ struct RunConfig {
 };
 
 // Runs the job; returns the launcher's exit code: 0 if every worker
-// succeeded, else the first failing worker's code (128 + signal if it was
-// killed), or 128 + signal if the launcher itself was signalled.
+// succeeded (with fault_tolerant: every worker not killed by a signal, and at
+// least one such), else the first failing worker's code (128 + signal if it
+// was killed), or 128 + signal if the launcher itself was signalled.
 int run_job(const RunConfig& config);
 
 }  // namespace sinew::cli

@@ -86,6 +86,7 @@ class NativeProcessGroup final : public ProcessGroup {
     }
     watch_cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
+    if (shm_ready_.load()) shm_->depart();
     if (net_) net_->abort();
   }
 
@@ -293,7 +294,7 @@ class NativeProcessGroup final : public ProcessGroup {
       const auto now = Clock::now();
       std::vector<int> failed;
       for (int r = 0; r < size(); ++r) {
-        if (r == rank()) continue;
+        if (r == rank() || shm_->departed(r)) continue;  // a clean exit is not a failure
         const uint64_t hb = shm_->heartbeat(r);
         if (hb != last[r]) {
           last[r] = hb;

@@ -45,7 +45,8 @@ struct ShmEngine::Header {
   int32_t size;
   uint64_t slot_bytes;
   uint64_t ring_bytes;
-  std::atomic<uint32_t> revoked;  // read-mostly: every wait glances at it
+  std::atomic<uint32_t> revoked;   // read-mostly: every wait glances at it
+  std::atomic<uint32_t> departed;  // set once, when the rank destroys its group
   alignas(64) std::atomic<uint64_t> heartbeat;
   alignas(64) std::atomic<uint64_t> failed[ShmEngine::kMaxTrackedRanks / 64];
   Box box[2];
@@ -343,6 +344,7 @@ ShmEngine::ShmEngine(StorePtr store, int rank, int size, Options options, Deadli
   h->ring_bytes = ring_bytes_;
   for (auto& b : h->box) b.step.store(0);
   h->revoked.store(0);
+  h->departed.store(0);
   h->heartbeat.store(0);
   for (auto& w : h->failed) w.store(0);
   for (int j = 0; j < size_; ++j) {
@@ -440,6 +442,10 @@ std::vector<int> ShmEngine::revoked_failed_set() const {
   return out;
 }
 
+void ShmEngine::depart() { header(rank_)->departed.store(1, std::memory_order_release); }
+
+bool ShmEngine::departed(int r) const { return header(r)->departed.load(std::memory_order_acquire) != 0; }
+
 void ShmEngine::beat() { header(rank_)->heartbeat.fetch_add(1, std::memory_order_relaxed); }
 
 uint64_t ShmEngine::heartbeat(int r) const { return header(r)->heartbeat.load(std::memory_order_relaxed); }
@@ -475,9 +481,19 @@ void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaite
   auto now = Clock::now();
   if (now >= next_liveness_check_) {
     next_liveness_check_ = now + Millis(10);
-    std::vector<int> dead;
-    for (int r : awaited)
-      if (!peer_alive(r)) dead.push_back(r);
+    std::vector<int> dead, left;
+    for (int r : awaited) {
+      if (departed(r)) left.push_back(r);
+      else if (!peer_alive(r)) dead.push_back(r);
+    }
+    if (!left.empty()) {  // a clean departure: our error, not a group failure
+      fail(Status(ErrorCode::kPeerLost,
+                  fmt::format("{}: rank(s) {} destroyed their process group while rank {} still waited on them "
+                              "(every rank must issue the same collectives)",
+                              what, left, rank_),
+                  left));
+      broken_.throw_if_error();
+    }
     if (!dead.empty()) {
       revoke(dead);  // every survivor's wait fails now, not at its deadline
       fail(Status(ErrorCode::kPeerLost,

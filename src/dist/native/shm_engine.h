@@ -106,6 +106,10 @@ class ShmEngine {
   // The union of the failed sets of every rank that revoked (empty if none).
   std::vector<int> revoked_failed_set() const;
   bool peer_alive(int r) const;
+  // Marks this rank as having left the group cleanly (its group object is
+  // being destroyed): peers stop watching it instead of declaring it failed.
+  void depart();
+  bool departed(int r) const;
   // The watchdog's heartbeat: a stopped (SIGSTOP) or hung process stops beating.
   void beat();
   uint64_t heartbeat(int r) const;

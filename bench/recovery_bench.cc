@@ -1,0 +1,387 @@
+// `sinew bench recovery`: what a rank's death costs. Per world size and
+// trial, the front end hosts a store and spawns the ranks; after a warm-up
+// the victim (rank W/2) writes "killed_at" (wall clock, ns) to the job store
+// and SIGKILLs itself while the others allreduce. Phases, from the kill:
+//   detect   the first survivor's op fails with PeerLostError
+//   revoke   the last survivor's op has failed (max over survivors)
+//   agree    agree_on_failures() on the slowest survivor (its duration)
+//   shrink   reconfigure() until the first allreduce of the new group has
+//            completed, on the slowest survivor (its duration)
+// and the torchrun-style baseline, restart-all: the front end sees the
+// victim die (waitpid), stops the others and spawns a fresh group of W
+// processes in a fresh key space; until all W have finished init and a first
+// allreduce (process start included).
+#include "recovery_bench.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "sinew/core/env.h"
+#include "sinew/core/error.h"
+#include "sinew/core/log.h"
+#include "sinew/dist/init.h"
+#include "sinew/dist/tcp_store.h"
+
+extern char** environ;
+
+namespace sinew::bench {
+namespace {
+
+constexpr int64_t kElems = 1024;   // a small "gradient": recovery, not bandwidth, is timed
+constexpr int kWarmupSteps = 10;
+constexpr int kVictimSteps = 20;   // the victim dies mid-loop, while the others wait on it
+constexpr Millis kStopGrace{5'000};  // SIGTERM to SIGKILL, as the launcher does
+
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+TensorView view(std::vector<float>& v) { return TensorView::flat(v.data(), DType::kF32, static_cast<int64_t>(v.size())); }
+
+void allreduce_filled(dist::ProcessGroup& pg, std::vector<float>& v, float value, Deadline deadline) {
+  std::fill(v.begin(), v.end(), value);
+  pg.allreduce(view(v))->wait(deadline);
+}
+
+// Store-side barrier before exiting: a rank that leaves while a peer still
+// finishes the last collective would be seen dead by that peer's watchdog.
+void leave_together(dist::Store& store, const std::string& key, int n, Deadline deadline) {
+  store.add(key, 1);
+  while (store.add(key, 0) < n) {
+    if (deadline.expired())
+      throw TimeoutError(fmt::format("bench recovery: only {} of {} ranks reached '{}'", store.add(key, 0), n, key));
+    std::this_thread::sleep_for(Millis(1));
+  }
+}
+
+// A fresh group after the restart: init, the first allreduce, "ready/<rank>".
+int fresh_worker(dist::ProcessGroup& pg, dist::Store& store, Deadline deadline) {
+  const int W = pg.size();
+  std::vector<float> v(kElems);
+  allreduce_filled(pg, v, static_cast<float>(pg.rank() + 1), deadline);
+  const float want = static_cast<float>(W * (W + 1) / 2);
+  if (v.front() != want || v.back() != want)
+    throw InternalError(fmt::format("bench recovery: fresh allreduce gave {} on rank {}, want {}", v.front(),
+                                    pg.rank(), want));
+  store.set(fmt::format("ready/{}", pg.rank()), std::to_string(wall_ns()));
+  leave_together(store, "finished", W, deadline);
+  return 0;
+}
+
+}  // namespace
+
+int run_recovery_worker(const RecoveryConfig& cfg) {
+  const Deadline deadline = Deadline::after(std::chrono::seconds(cfg.trial_timeout_s));
+  dist::InitOptions io;
+  io.timeout = Millis(30'000);
+  auto pg = dist::init_process_group(io);
+  auto store = dist::job_store();
+  pg->wait_ready(deadline);
+  if (cfg.mode == "fresh") return fresh_worker(*pg, *store, deadline);
+
+  const int W = pg->size();
+  const int orig = pg->rank();
+  std::vector<float> v(kElems);
+  for (int i = 0; i < kWarmupSteps; ++i) allreduce_filled(*pg, v, 1.0f, deadline);
+  pg->barrier()->wait(deadline);
+  if (orig == cfg.victim) {
+    for (int i = 0; i < kVictimSteps; ++i) allreduce_filled(*pg, v, 1.0f, deadline);
+    store->set("killed_at", std::to_string(wall_ns()));
+    ::raise(SIGKILL);
+  }
+
+  int64_t detected_ns = 0;
+  std::vector<int> lost;
+  try {
+    while (!deadline.expired()) allreduce_filled(*pg, v, 1.0f, deadline);
+  } catch (const PeerLostError& e) {
+    detected_ns = wall_ns();
+    lost = e.ranks();
+  } catch (const Error&) {
+    if (cfg.mode != "doomed") throw;
+  }
+  if (cfg.mode == "doomed") {
+    // torchrun's workers cannot recover: they wait for the launcher to stop them.
+    while (!deadline.expired()) std::this_thread::sleep_for(Millis(10));
+    return 1;
+  }
+  if (lost != std::vector<int>{cfg.victim})
+    throw InternalError(fmt::format("bench recovery: rank {} lost {} (want [{}])", orig, lost, cfg.victim));
+
+  auto t0 = Clock::now();
+  auto failed = pg->agree_on_failures(deadline);
+  const double agree_ms = ms_since(t0);
+  if (failed != std::vector<int>{cfg.victim})
+    throw InternalError(fmt::format("bench recovery: rank {} agreed on {} (want [{}])", orig, failed, cfg.victim));
+
+  t0 = Clock::now();
+  pg = pg->reconfigure(deadline);
+  allreduce_filled(*pg, v, static_cast<float>(orig + 1), deadline);
+  const double shrink_ms = ms_since(t0);
+  const float want = static_cast<float>(W * (W + 1) / 2 - (cfg.victim + 1));
+  if (pg->size() != W - 1 || v.front() != want || v.back() != want)
+    throw InternalError(fmt::format("bench recovery: rank {} after shrink: size {}, allreduce {}, want size {} and {}",
+                                    orig, pg->size(), v.front(), W - 1, want));
+  store->set(fmt::format("res/{}", orig), fmt::format("{} {} {}", detected_ns, agree_ms, shrink_ms));
+
+  // Rank 0 of the survivors aggregates for the front end.
+  if (pg->rank() == 0) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < W; ++r)
+      if (r != cfg.victim) keys.push_back(fmt::format("res/{}", r));
+    dist::wait_keys(*store, keys, deadline, nullptr);
+    const int64_t killed = std::stoll(store->get_string("killed_at"));
+    double first = 1e300, last = 0, agree = 0, shrink = 0;
+    for (const auto& k : keys) {
+      int64_t ns = 0;
+      double a = 0, s = 0;
+      if (std::sscanf(store->get_string(k).c_str(), "%" SCNd64 " %lf %lf", &ns, &a, &s) != 3)
+        throw InternalError("bench recovery: malformed " + k);
+      first = std::min(first, (ns - killed) / 1e6);
+      last = std::max(last, (ns - killed) / 1e6);
+      agree = std::max(agree, a);
+      shrink = std::max(shrink, s);
+    }
+    store->set("result", fmt::format("{} {} {} {}", first, last, agree, shrink));
+  }
+  leave_together(*store, "finished", W - 1, deadline);
+  return 0;
+}
+
+namespace {
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw IoError("cannot resolve /proc/self/exe");
+  buf[n] = 0;
+  return buf;
+}
+
+// The ranks of one group, started with sinew run's worker environment. The
+// destructor SIGKILLs and reaps whatever is still running.
+class Ranks {
+ public:
+  Ranks(const std::string& exe, const RecoveryConfig& cfg, const std::string& mode, int world, int victim,
+        const dist::TcpStoreServer& server, const std::string& token, int attempt) {
+    const std::map<std::string, std::string> set = {
+        {"WORLD_SIZE", std::to_string(world)},         {"LOCAL_WORLD_SIZE", std::to_string(world)},
+        {"MASTER_ADDR", "127.0.0.1"},                  {"MASTER_PORT", std::to_string(server.port())},
+        {"SINEW_STORE_TOKEN", token},                  {"SINEW_STORE_HOSTED", "1"},
+        {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+        // Each trial's revoke warnings would drown the table.
+        {"SINEW_LOG_LEVEL", getenv_opt("SINEW_LOG_LEVEL").value_or("error")}};
+    std::vector<std::string> base;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      std::string key = kv.substr(0, kv.find('='));
+      if (!set.count(key) && key != "RANK" && key != "LOCAL_RANK") base.push_back(kv);
+    }
+    for (auto& [k, v] : set) base.push_back(k + "=" + v);
+    std::vector<std::string> argv = {exe,         "bench-recovery-worker", "--mode",      mode, "--victim",
+                                     std::to_string(victim), "--timeout-s", std::to_string(cfg.trial_timeout_s)};
+    for (int r = 0; r < world; ++r) {
+      std::vector<std::string> env = base;
+      env.push_back(fmt::format("RANK={}", r));
+      env.push_back(fmt::format("LOCAL_RANK={}", r));
+      std::vector<char*> av, ev;
+      for (auto& s : argv) av.push_back(s.data());
+      av.push_back(nullptr);
+      for (auto& s : env) ev.push_back(s.data());
+      ev.push_back(nullptr);
+      pid_t pid = -1;
+      int rc = posix_spawn(&pid, av[0], nullptr, nullptr, av.data(), ev.data());
+      if (rc != 0) throw IoError(fmt::format("cannot start {}: {}", exe, std::strerror(rc)));
+      procs_.push_back({pid, 0, false});
+    }
+  }
+  ~Ranks() {
+    signal_running(SIGKILL);
+    for (auto& p : procs_)
+      if (!p.reaped) ::waitpid(p.pid, nullptr, 0);
+  }
+  Ranks(const Ranks&) = delete;
+  Ranks& operator=(const Ranks&) = delete;
+
+  // Reaps exited ranks without blocking; true once rank r has exited.
+  bool exited(int r) {
+    reap();
+    return procs_[r].reaped;
+  }
+  int status(int r) const { return procs_[r].status; }
+
+  // Waits for every rank; past the deadline the rest are SIGKILLed and this
+  // throws TimeoutError.
+  void wait(Deadline deadline, const std::string& what) {
+    for (;;) {
+      reap();
+      if (std::all_of(procs_.begin(), procs_.end(), [](const Proc& p) { return p.reaped; })) return;
+      if (deadline.expired()) {
+        signal_running(SIGKILL);
+        throw TimeoutError(fmt::format("bench recovery: {} did not finish in time; killed it", what));
+      }
+      std::this_thread::sleep_for(Millis(1));
+    }
+  }
+
+  // As the launcher stops workers: `sig`, then SIGKILL after a grace period.
+  void stop(int sig) {
+    signal_running(sig);
+    const Deadline grace = Deadline::after(kStopGrace);
+    for (;;) {
+      reap();
+      if (std::all_of(procs_.begin(), procs_.end(), [](const Proc& p) { return p.reaped; })) return;
+      if (grace.expired() && sig != SIGKILL) signal_running(sig = SIGKILL);
+      std::this_thread::sleep_for(Millis(1));
+    }
+  }
+
+ private:
+  struct Proc {
+    pid_t pid;
+    int status;
+    bool reaped;
+  };
+  void reap() {
+    for (auto& p : procs_)
+      if (!p.reaped && ::waitpid(p.pid, &p.status, WNOHANG) == p.pid) p.reaped = true;
+  }
+  void signal_running(int sig) {
+    for (auto& p : procs_)
+      if (!p.reaped) ::kill(p.pid, sig);
+  }
+  std::vector<Proc> procs_;
+};
+
+bool killed_by_sigkill(int st) { return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL; }
+bool exited_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+
+// One launcher-hosted job: the store the front end hosts, and a client on
+// the key space init_process_group() gives attempt `attempt` of it
+// ("worker/attempt_<n>", as torchrun's agent store does).
+struct Job {
+  std::string token = dist::make_job_token();
+  dist::TcpStoreServer server{"127.0.0.1", 0, token};
+  dist::StorePtr attempt_store(int attempt) const {
+    dist::TcpStoreOptions o;
+    o.port = server.port();
+    o.token = token;
+    o.timeout = Millis(10'000);
+    o.connect_timeout = Millis(10'000);
+    return dist::make_prefix_store(fmt::format("worker/attempt_{}", attempt), dist::make_tcp_store(o));
+  }
+};
+
+// detect, revoke, agree, shrink in ms.
+std::array<double, 4> sinew_trial(const std::string& exe, const RecoveryConfig& cfg, int world, int victim) {
+  Job job;
+  Ranks ranks(exe, cfg, "sinew", world, victim, job.server, job.token, 0);
+  ranks.wait(Deadline::after(std::chrono::seconds(cfg.trial_timeout_s + 5)), "the sinew group");
+  for (int r = 0; r < world; ++r) {
+    bool ok = r == victim ? killed_by_sigkill(ranks.status(r)) : exited_ok(ranks.status(r));
+    if (!ok)
+      throw IoError(fmt::format("bench recovery: rank {} of the sinew group ended with status {:#x}", r,
+                                      ranks.status(r)));
+  }
+  std::array<double, 4> out{};
+  std::string text = job.attempt_store(0)->get_string("result");
+  if (std::sscanf(text.c_str(), "%lf %lf %lf %lf", &out[0], &out[1], &out[2], &out[3]) != 4)
+    throw InternalError("bench recovery: malformed result '" + text + "'");
+  return out;
+}
+
+// restart-all in ms.
+double restart_trial(const std::string& exe, const RecoveryConfig& cfg, int world, int victim) {
+  Job job;
+  const Deadline deadline = Deadline::after(std::chrono::seconds(cfg.trial_timeout_s + 5));
+  {
+    Ranks doomed(exe, cfg, "doomed", world, victim, job.server, job.token, 0);
+    // The launcher's monitor loop, at its most attentive.
+    while (!doomed.exited(victim)) {
+      for (int r = 0; r < world; ++r)
+        if (r != victim && doomed.exited(r))
+          throw IoError(fmt::format("bench recovery: rank {} exited before the victim died", r));
+      if (deadline.expired()) throw TimeoutError("bench recovery: the victim of the restart trial did not die");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (!killed_by_sigkill(doomed.status(victim)))
+      throw IoError(fmt::format("bench recovery: the victim ended with status {:#x}", doomed.status(victim)));
+    doomed.stop(SIGTERM);
+  }
+  Ranks fresh(exe, cfg, "fresh", world, victim, job.server, job.token, 1);
+  fresh.wait(deadline, "the restarted group");
+  for (int r = 0; r < world; ++r)
+    if (!exited_ok(fresh.status(r)))
+      throw IoError(fmt::format("bench recovery: restarted rank {} ended with status {:#x}", r,
+                                      fresh.status(r)));
+  const int64_t killed = std::stoll(job.attempt_store(0)->get_string("killed_at"));
+  auto store = job.attempt_store(1);
+  int64_t ready = 0;
+  for (int r = 0; r < world; ++r) ready = std::max<int64_t>(ready, std::stoll(store->get_string(fmt::format("ready/{}", r))));
+  return (ready - killed) / 1e6;
+}
+
+}  // namespace
+
+int run_recovery_bench(const RecoveryConfig& cfg, Report& report) {
+  const std::string exe = self_exe();
+  int failures = 0;
+  for (int world : cfg.worlds) {
+    if (world < 2) throw InvalidArgument::make("--ws", std::to_string(world), "world sizes of at least 2");
+    const int victim = world / 2;
+    fmt::print(stderr, "sinew bench recovery: {} ranks, rank {} killed, {} trials\n", world, victim, cfg.trials);
+    static const char* kPhases[] = {"detect", "revoke", "agree", "shrink"};
+    std::map<std::string, std::vector<double>> ms;
+    for (int t = 0; t < cfg.trials; ++t) {
+      std::string line = fmt::format("  ws{} trial {}:", world, t + 1);
+      try {
+        auto phases = sinew_trial(exe, cfg, world, victim);
+        for (int i = 0; i < 4; ++i) {
+          ms[kPhases[i]].push_back(phases[i]);
+          line += fmt::format(" {} {:.2f} ms,", kPhases[i], phases[i]);
+        }
+      } catch (const Error& e) {
+        ++failures;
+        line += fmt::format(" sinew trial failed ({}),", e.what());
+      }
+      try {
+        double restart = restart_trial(exe, cfg, world, victim);
+        ms["restart-all"].push_back(restart);
+        line += fmt::format(" restart-all {:.2f} ms", restart);
+      } catch (const Error& e) {
+        ++failures;
+        line += fmt::format(" restart-all trial failed ({})", e.what());
+      }
+      fmt::print(stderr, "{}\n", line);
+    }
+    for (const char* phase : {"detect", "revoke", "agree", "shrink", "restart-all"}) {
+      const auto& v = ms[phase];
+      if (v.empty()) continue;
+      const std::string c = fmt::format("{}/ws{}", phase, world);
+      const std::string impl = std::string(phase) == "restart-all" ? "torchrun-style" : "sinew";
+      report.add({"recovery", c, impl, "ms", median(v), "ms"});
+      report.add({"recovery", c, impl, "ms_max", *std::max_element(v.begin(), v.end()), "ms"});
+    }
+  }
+  return failures;
+}
+
+}  // namespace sinew::bench

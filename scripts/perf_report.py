@@ -112,19 +112,26 @@ def main(paths):
             print("best setting, see shared/BASELINES.md); all buffers are allocated and touched once.\n")
         if suite == "collectives":
             targets(srows)
+        if suite == "recovery":
+            print("Time from a SIGKILL of one rank (wall clock, written to the store just before the kill) to each")
+            print("phase on the survivors, median and max over trials. `restart-all` is what torchrun does: kill")
+            print("the rest and start every worker again (new processes, init, first allreduce); here the workers")
+            print("are small C++ programs, so it is a lower bound: real PyTorch restarts add interpreter start,")
+            print("imports, CUDA/NCCL init and checkpoint reload, typically seconds.\n")
         ops = OrderedDict()
         for r in srows:
             parts = r["case"].split("/")
-            ops.setdefault(parts[0], []).append(r)
+            key = suite if suite == "recovery" else parts[0]
+            ops.setdefault(key, []).append(r)
         for op, orows in ops.items():
             impls = [i for i in PEERS_FIRST if any(r["impl"] == i for r in orows)]
             impls += sorted({r["impl"] for r in orows} - set(impls))
             cases = list(OrderedDict.fromkeys(r["case"] for r in orows))
             val = {(r["case"], r["impl"], r["metric"]): r["value"] for r in orows}
             metrics = list(OrderedDict.fromkeys(r["metric"] for r in orows))
-            for metric in [m for m in metrics if m in ("busbw_GBps", "latency_us", "ms", "GFLOPs")] or metrics[:1]:
+            for metric in [m for m in metrics if m in ("busbw_GBps", "latency_us", "ms", "ms_max", "GFLOPs")] or metrics[:1]:
                 unit = next(r["unit"] for r in orows if r["metric"] == metric)
-                higher = metric != "latency_us" and metric != "ms"
+                higher = metric not in ("latency_us", "ms", "ms_max")
                 peers = [i for i in impls if i != "sinew"]
                 print(f"### {op}: {metric} ({unit}, {'higher' if higher else 'lower'} is better)\n")
                 print("| case | " + " | ".join(impls) + " | " + " | ".join(f"sinew vs {p}" for p in peers) + " |")

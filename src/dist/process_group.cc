@@ -409,6 +409,20 @@ void ProcessGroup::run_abort_hooks(const std::string& reason) {
   for (auto& h : hooks) h(reason);
 }
 
+ProcessGroupPtr join_native_process_group(const GroupOptions& o, Deadline deadline);  // native/
+
+ProcessGroupPtr join_process_group(const GroupOptions& options, Deadline deadline) {
+  SINEW_ARG_CHECK(options.backend == "sinew", "backend", options.backend, "sinew (the backend that can grow)");
+  return join_native_process_group(options, deadline);
+}
+
+void broadcast_state(ProcessGroup& pg, const std::vector<TensorView>& tensors, int root) {
+  std::vector<WorkPtr> works;
+  works.reserve(tensors.size());
+  for (const auto& t : tensors) works.push_back(pg.broadcast(t, root));
+  wait_all(works);
+}
+
 void register_builtin_backends();  // backends.cc
 
 std::vector<std::string> available_backends() {

@@ -177,6 +177,18 @@ struct GroupOptions {
 // background and ops queue until it is ready.
 ProcessGroupPtr create_process_group(const GroupOptions& options);
 
+// Grow: a new process (a replacement for a dead rank, or extra capacity)
+// asks to join the running group `options.name` through `options.store`;
+// the members admit it at their next reconfigure() (which also works with no
+// failure), where it gets the rank after the survivors. Blocks until
+// admitted or the deadline. The sinew backend only.
+ProcessGroupPtr join_process_group(const GroupOptions& options, Deadline deadline);
+
+// Sends `tensors` from rank `root` of `pg` to every rank (e.g. model state to
+// joiners right after a reconfigure). Every rank passes tensors of the same
+// shapes and dtypes.
+void broadcast_state(ProcessGroup& pg, const std::vector<TensorView>& tensors, int root = 0);
+
 using BackendFactory = ProcessGroupPtr (*)(const GroupOptions&);
 void register_backend(const std::string& name, BackendFactory factory);
 std::vector<std::string> available_backends();

@@ -14,6 +14,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <random>
+#include <sstream>
 #include <thread>
 
 #include "../op_queue.h"
@@ -94,16 +96,60 @@ class NativeProcessGroup final : public ProcessGroup {
 
   std::vector<int> agree_on_failures(Deadline deadline) override;
 
+  // Shrink and grow in one step: agree on the failed set, then admit the
+  // processes waiting to join (join_process_group) after the survivors.
   std::shared_ptr<ProcessGroup> reconfigure(Deadline deadline) override {
     auto failed = agree_on_failures(deadline);
     std::vector<int> survivors;
     for (int r = 0; r < size(); ++r)
       if (!std::binary_search(failed.begin(), failed.end(), r)) survivors.push_back(r);
     const int new_rank = static_cast<int>(std::find(survivors.begin(), survivors.end(), rank()) - survivors.begin());
-    SINEW_WARN(kFt, "group '{}' epoch {}: failed ranks {}; rank {} continues as rank {} of {} in epoch {}", name(),
-               epoch_, failed, rank(), new_rank, survivors.size(), epoch_ + 1);
-    return std::make_shared<NativeProcessGroup>(root_, new_rank, static_cast<int>(survivors.size()), name(),
-                                                timeout(), transport_choice_, epoch_ + 1);
+    const auto joiners = admit_joiners(new_rank == 0, static_cast<int>(survivors.size()), deadline);
+    const int new_size = static_cast<int>(survivors.size() + joiners.size());
+    SINEW_WARN(kFt, "group '{}' epoch {}: failed ranks {}, {} joiner(s); rank {} continues as rank {} of {} in epoch {}",
+               name(), epoch_, failed, joiners.size(), rank(), new_rank, new_size, epoch_ + 1);
+    return std::make_shared<NativeProcessGroup>(root_, new_rank, new_size, name(), timeout(), transport_choice_,
+                                                epoch_ + 1);
+  }
+
+  // The first survivor takes the pending join requests and tells each joiner
+  // its rank; every survivor reads the same admitted list.
+  std::vector<std::string> admit_joiners(bool leader, int survivors, Deadline deadline) {
+    const std::string admitted_key = fmt::format("join/e{}/admitted", epoch_);
+    if (leader) {
+      Bytes pending = root_->compare_set("join/pending", {}, to_bytes(";"));
+      // Take the list: swap it for the empty marker; retry if a joiner appended meanwhile.
+      while (!pending.empty()) {
+        Bytes now = root_->compare_set("join/pending", pending, to_bytes(";"));
+        if (now == to_bytes(";")) break;
+        pending = now;
+      }
+      std::string list = to_string(pending);
+      std::vector<std::string> ids;
+      size_t pos = 0;
+      while (pos < list.size()) {
+        size_t end = list.find(';', pos);
+        if (end == std::string::npos) end = list.size();
+        if (end > pos) ids.push_back(list.substr(pos, end - pos));
+        pos = end + 1;
+      }
+      for (size_t i = 0; i < ids.size(); ++i)
+        root_->set("join/admitted/" + ids[i],
+                   fmt::format("{} {} {}", epoch_ + 1, survivors + static_cast<int>(i), survivors + ids.size()));
+      root_->set(admitted_key, fmt::format("{}", fmt::join(ids, ";")));
+      return ids;
+    }
+    wait_keys(*root_, {admitted_key}, deadline, &aborted_);
+    std::string list = root_->get_string(admitted_key);
+    std::vector<std::string> ids;
+    size_t pos = 0;
+    while (pos < list.size()) {
+      size_t end = list.find(';', pos);
+      if (end == std::string::npos) end = list.size();
+      if (end > pos) ids.push_back(list.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    return ids;
   }
 
   std::string backend_name() const override { return "sinew"; }
@@ -450,6 +496,28 @@ std::vector<int> NativeProcessGroup::agree_on_failures(Deadline deadline) {
 }
 
 }  // namespace
+
+ProcessGroupPtr join_native_process_group(const GroupOptions& o, Deadline deadline) {
+  if (!o.store) throw InvalidArgument::make("store", "nullptr", "the job's store to join through");
+  StorePtr root = make_prefix_store(o.name, o.store);
+  std::random_device rd;
+  const std::string id = fmt::format("{:08x}{:08x}-{}", rd(), rd(), ::getpid());
+  // Append to the pending list (";"-separated) with compare_set.
+  Bytes cur = root->compare_set("join/pending", {}, to_bytes(";" + id));
+  while (to_string(cur).find(";" + id) == std::string::npos) {
+    Bytes next = to_bytes(to_string(cur) + ";" + id);
+    cur = root->compare_set("join/pending", cur, next);
+  }
+  SINEW_INFO(kFt, "joiner {} waiting to be admitted to group '{}'", id, o.name);
+  wait_keys(*root, {"join/admitted/" + id}, deadline, nullptr);
+  std::istringstream in(root->get_string("join/admitted/" + id));
+  uint64_t epoch = 0;
+  int rank = -1, size = -1;
+  in >> epoch >> rank >> size;
+  if (!in || rank < 0 || rank >= size)
+    throw IoError(fmt::format("corrupt admission record for joiner {} in group '{}'", id, o.name));
+  return std::make_shared<NativeProcessGroup>(root, rank, size, o.name, o.timeout, o.transport, epoch);
+}
 
 ProcessGroupPtr make_native_process_group(const GroupOptions& o) {
   return std::make_shared<NativeProcessGroup>(make_prefix_store(o.name, o.store), o.rank, o.size, o.name,

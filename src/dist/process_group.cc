@@ -395,6 +395,26 @@ std::shared_ptr<ProcessGroup> ProcessGroup::reconfigure(const std::string&, cons
   throw InvalidArgument::make("backend", backend_name(), "the sinew backend for reconfigure(uuid, handles, timeout)");
 }
 
+int ProcessGroup::claim_reconfigure(Store& store, const std::string& uuid, const std::vector<std::string>& handles,
+                                    const std::string& mine) {
+  SINEW_ARG_CHECK(!uuid.empty() && uuid.find('/') == std::string::npos, "uuid", fmt::format("'{}'", uuid),
+                  "a non-empty id without '/'");
+  auto it = std::find(handles.begin(), handles.end(), mine);
+  SINEW_ARG_CHECK(it != handles.end(), "handles", fmt::format("{} handles", handles.size()),
+                  fmt::format("a list containing this rank's handle '{}'", mine));
+  SINEW_ARG_CHECK(std::count(handles.begin(), handles.end(), mine) == 1, "handles", fmt::format("{}", handles),
+                  "each rank's handle once");
+  // A uuid names one reconfiguration: the first caller claims it for this
+  // handle list; any other use is rejected.
+  const std::string list = fmt::format("{}", fmt::join(handles, ";"));
+  Bytes claimed = store.compare_set("uuid/" + uuid, {}, to_bytes(list));
+  if (to_string(claimed) != list)
+    throw InvalidArgument::make("uuid", fmt::format("'{}'", uuid),
+                                "a uuid not used before (it names an earlier reconfiguration of this group "
+                                "with other handles; pass a fresh one)");
+  return static_cast<int>(it - handles.begin());
+}
+
 void ProcessGroup::add_abort_hook(std::function<void(const std::string&)> hook) {
   std::lock_guard<std::mutex> g(hooks_mu_);
   abort_hooks_.push_back(std::move(hook));

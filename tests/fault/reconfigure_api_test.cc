@@ -18,12 +18,13 @@ using namespace std::chrono_literals;
 // body(rank, pg, handles) once all handles are known.
 void with_handles(int world,
                   const std::function<void(int, ProcessGroupPtr&, const std::vector<std::string>&)>& body,
-                  Millis timeout = Millis(20000)) {
+                  Millis timeout = Millis(20000), const std::string& backend = "sinew") {
   auto store = make_memory_store();
   std::vector<std::string> handles(world);
   std::barrier sync(world);
   sinew::testing::run_ranks(world, [&](int r) {
     GroupOptions o;
+    o.backend = backend;
     o.store = store;
     o.rank = r;
     o.size = world;
@@ -143,6 +144,26 @@ TEST(ReconfigureApi, RecoverAfterTimeout) {
         EXPECT_EQ(allreduce_sum(*next, 1), 2);
       },
       Millis(300));
+}
+
+TEST(ReconfigureApi, GlooRebuildsItsContextInANewNamespace) {
+  bool have_gloo = false;
+  for (const auto& b : available_backends()) have_gloo |= b == "gloo";
+  if (!have_gloo) GTEST_SKIP() << "built without gloo";
+  with_handles(
+      3,
+      [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+        std::string hooked;
+        pg->add_abort_hook([&](const std::string& why) { hooked = why; });
+        pg->abort("recover");
+        EXPECT_EQ(hooked, "recover");
+        auto next = pg->reconfigure("gloo-perm", {h[1], h[2], h[0]}, Millis(20000));
+        EXPECT_EQ(next->backend_name(), "gloo");
+        EXPECT_EQ(next->rank(), (r + 2) % 3);
+        EXPECT_EQ(allreduce_sum(*next, r + 1), 6);
+        EXPECT_THROW(pg->reconfigure("gloo-perm", {h[0], h[1], h[2]}, Millis(1000)), InvalidArgument);
+      },
+      Millis(20000), "gloo");
 }
 
 }  // namespace

@@ -146,6 +146,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::atomic<ErrorState> error_state_{ErrorState::kSuccess};
   // Backends call this from abort().
   void run_abort_hooks(const std::string& reason);
+  // Shared by backends' reconfigure(uuid, handles, timeout): validates the
+  // arguments, claims `uuid` in `store` for this handle list (a uuid used
+  // with another list is InvalidArgument) and returns this rank's new number.
+  static int claim_reconfigure(Store& store, const std::string& uuid, const std::vector<std::string>& handles,
+                               const std::string& mine);
 
  private:
   std::mutex hooks_mu_;

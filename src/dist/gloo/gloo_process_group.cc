@@ -23,9 +23,12 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 #include "dist/backend_util.h"
 #include "dist/op_queue.h"
@@ -96,7 +99,20 @@ class GlooProcessGroup final : public ProcessGroup {
 
   std::string backend_name() const override { return "gloo"; }
 
+  // PyTorch 2.14's Gloo recovery: rebuild the context in a new store namespace.
+  std::string reconfigure_handle() const override {
+    return fmt::format("gloo|{}|r{}|pid{}|{}", name(), rank(), ::getpid(), instance_);
+  }
+
+  std::shared_ptr<ProcessGroup> reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
+                                            Millis timeout) override {
+    const int new_rank = claim_reconfigure(*store_, uuid, handles, reconfigure_handle());
+    return std::make_shared<GlooProcessGroup>(make_prefix_store("u/" + uuid, store_), new_rank,
+                                              static_cast<int>(handles.size()), name(), timeout);
+  }
+
   void abort(const std::string& reason) override {
+    if (!aborted_.load()) run_abort_hooks(reason);
     // Waiters get the reason: their works complete before the worker can
     // notice the flag and fail them with its own message.
     queue_->abort(Status(ErrorCode::kAborted, fmt::format("gloo group '{}' (rank {} of {}) was "
@@ -389,6 +405,8 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   StorePtr store_;
+  // Tells this group object's handle from an earlier one's of the same rank.
+  const std::string instance_ = fmt::format("{:016x}", std::random_device{}() * 0x9e3779b97f4a7c15ull);
   std::shared_ptr<gloo::rendezvous::Context> context_;  // set by connect(), used on the worker
   std::mutex inflight_mu_;
   std::vector<gloo::transport::UnboundBuffer*> inflight_;

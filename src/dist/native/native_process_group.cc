@@ -161,23 +161,7 @@ class NativeProcessGroup final : public ProcessGroup {
 
   std::shared_ptr<ProcessGroup> reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
                                             Millis timeout) override {
-    SINEW_ARG_CHECK(!uuid.empty() && uuid.find('/') == std::string::npos, "uuid", fmt::format("'{}'", uuid),
-                    "a non-empty id without '/'");
-    const std::string mine = reconfigure_handle();
-    auto it = std::find(handles.begin(), handles.end(), mine);
-    SINEW_ARG_CHECK(it != handles.end(), "handles", fmt::format("{} handles", handles.size()),
-                    fmt::format("a list containing this rank's handle '{}'", mine));
-    SINEW_ARG_CHECK(std::count(handles.begin(), handles.end(), mine) == 1, "handles", fmt::format("{}", handles),
-                    "each rank's handle once");
-    // A uuid names one reconfiguration: the first caller claims it for this
-    // handle list; any other use is rejected.
-    std::string list = fmt::format("{}", fmt::join(handles, ";"));
-    Bytes claimed = root_->compare_set("uuid/" + uuid, {}, to_bytes(list));
-    if (to_string(claimed) != list)
-      throw InvalidArgument::make("uuid", fmt::format("'{}'", uuid),
-                                  "a uuid not used before (it names an earlier reconfiguration of this group "
-                                  "with other handles; pass a fresh one)");
-    const int new_rank = static_cast<int>(it - handles.begin());
+    const int new_rank = claim_reconfigure(*root_, uuid, handles, reconfigure_handle());
     SINEW_INFO(kFt, "group '{}': external reconfigure '{}' -> rank {} of {}", name(), uuid, new_rank, handles.size());
     return std::make_shared<NativeProcessGroup>(make_prefix_store("u/" + uuid, root_), new_rank,
                                                 static_cast<int>(handles.size()), name(), timeout,

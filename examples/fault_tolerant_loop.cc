@@ -1,13 +1,22 @@
-// A training loop that survives the loss of a rank. Each step averages a
-// "gradient" over the group and checks the result exactly; when a rank dies,
-// the survivors' allreduce fails with PeerLostError, they agree on who is
-// gone, continue in the reconfigured (smaller) group and redo the step.
+// A training loop that survives the loss of a rank and takes in a
+// replacement. Each step averages a "gradient" over the group, checks the
+// result exactly and adds it to the "weights"; when a rank dies, the
+// survivors' allreduce fails with PeerLostError, they agree on who is gone,
+// continue in the reconfigured (smaller) group and redo the step. Every
+// --admit-every K steps (and at the end) all members reconfigure without a
+// failure, which admits processes waiting to join; after every reconfigure
+// rank 0 hands the group its state (weights and step), so a joiner resumes
+// where the others are.
 //
 //   sinew run --standalone --fault-tolerant --nproc-per-node 4 bin/fault_tolerant_loop --kill-rank 2 --at-step 50
+//   sinew run --standalone --fault-tolerant --max-restarts 1 --nproc-per-node 4 bin/fault_tolerant_loop \
+//       --kill-rank 2 --at-step 50 --admit-every 20
 //
 // --kill-rank R --at-step S makes rank R SIGKILL itself at step S (after
 // writing the time to the job store, so the others can say how long they
-// took to notice). Without --fault-tolerant, `sinew run` stops every worker
+// took to notice). With --max-restarts, `sinew run` respawns it as a joiner
+// (init_process_group() returns a group in epoch > 0), admitted at the next
+// multiple of K. Without --fault-tolerant, `sinew run` stops every worker
 // when one dies, as torchrun does.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -42,6 +51,7 @@ struct Args {
   int at_step = -1;
   int steps = 200;
   int elems = 4096;
+  int admit_every = 20;  // 0: reconfigure only after a failure
 };
 
 Args parse(int argc, char** argv) {
@@ -53,9 +63,11 @@ Args parse(int argc, char** argv) {
                  : name == "--at-step" ? &a.at_step
                  : name == "--steps"   ? &a.steps
                  : name == "--elems"   ? &a.elems
+                 : name == "--admit-every" ? &a.admit_every
                                        : nullptr;
     if (!field)
-      throw InvalidArgument::make("argument", name, "--kill-rank R, --at-step S, --steps N or --elems N");
+      throw InvalidArgument::make("argument", name,
+                                  "--kill-rank R, --at-step S, --steps N, --elems N or --admit-every K");
     size_t used = 0;
     try {
       *field = std::stoi(argv[i + 1], &used);
@@ -65,6 +77,7 @@ Args parse(int argc, char** argv) {
     if (used == 0 || argv[i + 1][used] != '\0') throw InvalidArgument::make(name, argv[i + 1], "an integer");
   }
   if (a.steps < 1 || a.elems < 1) throw InvalidArgument::make("--steps/--elems", "< 1", "positive counts");
+  if (a.admit_every < 0) throw InvalidArgument::make("--admit-every", std::to_string(a.admit_every), "0 or more");
   if ((a.kill_rank >= 0) != (a.at_step >= 0))
     throw InvalidArgument::make("--kill-rank/--at-step", "only one given", "both, or neither");
   return a;
@@ -88,6 +101,64 @@ void leave_together(Store& store, const ProcessGroup& pg) {
   }
 }
 
+// What every rank of the current group shares. `members` holds each rank's
+// id, the RANK its launcher gave it (a joiner keeps the RANK of the slot it
+// was respawned in), in group rank order.
+struct State {
+  int64_t step = 0;
+  std::vector<double> weights;
+  std::vector<int> members;
+};
+
+// Right after a reconfigure: everyone takes rank 0's weights and step, and
+// learns who the members are.
+void resync(ProcessGroup& pg, int id, State& st) {
+  broadcast_state(pg, {TensorView::flat(&st.step, DType::kI64, 1),
+                       TensorView::flat(st.weights.data(), DType::kF64, static_cast<int64_t>(st.weights.size()))},
+                  0);
+  std::vector<int32_t> ids(pg.size());
+  int32_t mine = id;
+  pg.allgather_into_tensor(TensorView::flat(ids.data(), DType::kI32, pg.size()), TensorView::flat(&mine, DType::kI32, 1))
+      ->wait();
+  st.members.assign(ids.begin(), ids.end());
+}
+
+struct Regrouped {
+  std::vector<int> gone;     // ids of the ranks that failed
+  std::vector<int> joiners;  // ids of the admitted joiners
+  double agree_ms = 0;
+  double reconfigure_ms = 0;
+};
+
+// Every member calls it: drops failed ranks, admits waiting joiners and
+// resyncs; again if a rank dies meanwhile.
+Regrouped regroup(ProcessGroupPtr& pg, int id, State& st) {
+  Regrouped out;
+  for (;;) {
+    try {
+      const auto t0 = Clock::now();
+      const std::vector<int> failed = pg->agree_on_failures(Deadline::after(kRecoveryTimeout));
+      out.agree_ms += ms_since(t0);
+      const auto t1 = Clock::now();
+      pg = pg->reconfigure(Deadline::after(kRecoveryTimeout));
+      pg->wait_ready(Deadline::after(kRecoveryTimeout));
+      out.reconfigure_ms += ms_since(t1);
+      size_t survivors = 0;
+      for (int r = 0; r < static_cast<int>(st.members.size()); ++r) {
+        if (std::binary_search(failed.begin(), failed.end(), r))
+          out.gone.push_back(st.members[r]);
+        else
+          ++survivors;
+      }
+      resync(*pg, id, st);
+      out.joiners.assign(st.members.begin() + static_cast<std::ptrdiff_t>(survivors), st.members.end());
+      return out;
+    } catch (const PeerLostError&) {
+      // Lost another rank during the regroup: agree on it too.
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -95,68 +166,102 @@ int main(int argc, char** argv) try {
   const Args args = parse(argc, argv);
   InitOptions io;
   io.timeout = std::chrono::seconds(60);
+  const LaunchEnv env = read_launch_env();
   auto pg = init_process_group(io);
   auto store = job_store();
-  const int orig = pg->rank();
-  const int world = pg->size();
+  const int id = env.rank;
+  const int world = env.world_size;
+  const bool joiner = pg->epoch() > 0;  // admitted into a running group (sinew run respawned us)
   if (args.kill_rank >= world)
     throw InvalidArgument::make("--kill-rank", std::to_string(args.kill_rank), fmt::format("a rank below {}", world));
 
-  std::vector<int> members(world);  // original ranks of the current group, in its rank order
-  for (int r = 0; r < world; ++r) members[r] = r;
-  std::vector<int> lost;
+  State st;
+  st.weights.assign(args.elems, 0.0);
+  std::vector<int> lost, joined;
   double recovery_ms = 0;
+  if (joiner) {
+    try {
+      resync(*pg, id, st);
+    } catch (const PeerLostError&) {
+      regroup(pg, id, st);
+    }
+    fmt::print("rank {} rejoined as rank {} of {} (epoch {}); resuming at step {}\n", id, pg->rank(), pg->size(),
+               pg->epoch(), st.step);
+  } else {
+    for (int r = 0; r < world; ++r) st.members.push_back(r);
+  }
+  // The step of the last regroup: each step admits once, the same on every rank as the step comes from rank 0.
+  int64_t regrouped_at = st.step;
   std::vector<float> grad(args.elems);
-  for (int step = 0; step < args.steps;) {
-    if (orig == args.kill_rank && step == args.at_step) {
+  for (;;) {
+    const int64_t step = st.step;
+    if (!joiner && id == args.kill_rank && step == args.at_step) {
       store->set("fault_tolerant_loop/killed_at", std::to_string(wall_ns()));
       ::raise(SIGKILL);
     }
-    for (int i = 0; i < args.elems; ++i) grad[i] = grad_value(orig, step, i);
+    if (args.admit_every > 0 && step != regrouped_at && (step % args.admit_every == 0 || step == args.steps)) {
+      const Regrouped g = regroup(pg, id, st);
+      regrouped_at = st.step;
+      lost.insert(lost.end(), g.gone.begin(), g.gone.end());
+      joined.insert(joined.end(), g.joiners.begin(), g.joiners.end());
+      if (!g.gone.empty())
+        fmt::print("[step {}] rank {} lost (found at a regroup); continuing as rank {} (epoch {})\n", step,
+                   fmt::join(g.gone, ","), pg->rank(), pg->epoch());
+      if (!g.joiners.empty() && pg->rank() == 0)
+        fmt::print("[step {}] admitted {} joiner{} (rank {}): world size {} (epoch {})\n", step, g.joiners.size(),
+                   g.joiners.size() == 1 ? "" : "s", fmt::join(g.joiners, ","), pg->size(), pg->epoch());
+      continue;
+    }
+    if (step >= args.steps) break;
+    for (int i = 0; i < args.elems; ++i) grad[i] = grad_value(id, static_cast<int>(step), i);
     try {
       pg->allreduce(TensorView::flat(grad.data(), DType::kF32, args.elems), ReduceKind::kAvg)->wait();
-    } catch (const PeerLostError& e) {
+    } catch (const PeerLostError&) {
       const int64_t detected = wall_ns();
-      const auto t0 = Clock::now();
-      const std::vector<int> failed = pg->agree_on_failures(Deadline::after(kRecoveryTimeout));
-      const double agree_ms = ms_since(t0);
-      const auto t1 = Clock::now();
-      pg = pg->reconfigure(Deadline::after(kRecoveryTimeout));
-      pg->wait_ready(Deadline::after(kRecoveryTimeout));
-      const double reconfigure_ms = ms_since(t1);
-      std::vector<int> gone, survivors;
-      for (int r = 0; r < static_cast<int>(members.size()); ++r)
-        (std::binary_search(failed.begin(), failed.end(), r) ? gone : survivors).push_back(members[r]);
-      members = survivors;
-      lost.insert(lost.end(), gone.begin(), gone.end());
+      const Regrouped g = regroup(pg, id, st);
+      regrouped_at = st.step;
+      lost.insert(lost.end(), g.gone.begin(), g.gone.end());
+      joined.insert(joined.end(), g.joiners.begin(), g.joiners.end());
       std::string detect = "?";
       if (store->check({"fault_tolerant_loop/killed_at"})) {
         const double ms = (detected - std::stoll(store->get_string("fault_tolerant_loop/killed_at"))) / 1e6;
         detect = fmt::format("{:.1f}", ms);
-        recovery_ms = std::max(recovery_ms, ms + agree_ms + reconfigure_ms);
+        recovery_ms = std::max(recovery_ms, ms + g.agree_ms + g.reconfigure_ms);
       }
       fmt::print("[step {}] rank {} lost; continuing with {} rank{} as rank {} (epoch {}, {} ms to detect, "
-                 "{:.1f} ms to agree, {:.1f} ms to reconfigure)\n",
-                 step, fmt::join(gone, ","), pg->size(), pg->size() == 1 ? "" : "s", pg->rank(), pg->epoch(), detect, agree_ms, reconfigure_ms);
-      continue;  // redo this step in the new group
+                 "{:.1f} ms to agree, {:.1f} ms to reconfigure){}\n",
+                 step, fmt::join(g.gone, ","), pg->size(), pg->size() == 1 ? "" : "s", pg->rank(), pg->epoch(), detect,
+                 g.agree_ms, g.reconfigure_ms,
+                 g.joiners.empty() ? "" : fmt::format("; admitted joiner rank {}", fmt::join(g.joiners, ",")));
+      continue;  // redo the step (rank 0's) in the new group
     }
     int sum_ranks = 0;
-    for (int m : members) sum_ranks += m + 1;
-    const float n = static_cast<float>(members.size());
+    for (int m : st.members) sum_ranks += m + 1;
+    const float n = static_cast<float>(st.members.size());
     for (int i = 0; i < args.elems; ++i) {
       const float want = static_cast<float>(sum_ranks * ((i + step) % 7 + 1)) / n;
       if (grad[i] != want) {
         fmt::print("[step {}] wrong average at element {}: got {}, want {} (members {})\n", step, i, grad[i], want,
-                   members);
+                   st.members);
         return 1;
       }
+      st.weights[i] += grad[i];
     }
-    ++step;
+    ++st.step;
+  }
+  // A joiner's weights came from rank 0 and were updated since like everyone's: all must still agree exactly.
+  std::vector<double> root_weights = st.weights;
+  pg->broadcast(TensorView::flat(root_weights.data(), DType::kF64, args.elems), 0)->wait();
+  if (root_weights != st.weights) {
+    fmt::print("rank {}: weights differ from rank 0's at the end\n", pg->rank());
+    return 1;
   }
   leave_together(*store, *pg);
   if (pg->rank() == 0)
-    fmt::print("done: {} steps, every average exact; {} of {} ranks finished (lost: {}), epoch {}{}\n", args.steps,
-               pg->size(), world, lost.empty() ? "none" : fmt::format("{}", fmt::join(lost, ",")), pg->epoch(),
+    fmt::print("done: {} steps, every average exact, weights identical on every rank; final world size {} "
+               "(started {}, lost: {}, joined: {}), epoch {}{}\n",
+               args.steps, pg->size(), world, lost.empty() ? "none" : fmt::format("{}", fmt::join(lost, ",")),
+               joined.empty() ? "none" : fmt::format("{}", fmt::join(joined, ",")), pg->epoch(),
                recovery_ms > 0 ? fmt::format(", recovery took {:.1f} ms from the kill", recovery_ms) : "");
   return 0;
 } catch (const sinew::Error& e) {

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <mutex>
 
+#include "sinew/core/check.h"
 #include "sinew/core/env.h"
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
@@ -113,8 +114,10 @@ StorePtr connect_store(const LaunchEnv& env, const InitOptions& options) {
   o.connect_timeout = options.timeout;
   if (env.store_hosted) {
     // Every attempt gets a clean key space, as torchrun's agent store does
-    // for its workers ("/worker/attempt_<n>").
-    return make_prefix_store(fmt::format("worker/attempt_{}", env.restart_count),
+    // for its workers ("/worker/attempt_<n>"). The run attempt, not the
+    // worker's restart count: a respawned joiner has a higher count than the
+    // members it joins but must meet them in their key space.
+    return make_prefix_store(fmt::format("worker/attempt_{}", env.run_attempt),
                              make_tcp_store(o));
   }
   // torchrun's own c10d store already listens on MASTER_PORT when workers
@@ -146,6 +149,8 @@ LaunchEnv read_launch_env() {
     env.local_world_size = int_env_or("LOCAL_WORLD_SIZE", 1);
     env.node_rank = int_env_or("GROUP_RANK", 0);
     env.restart_count = int_env_or("TORCHELASTIC_RESTART_COUNT", 0);
+    env.run_attempt = int_env_or("SINEW_RUN_ATTEMPT", env.restart_count);
+    env.join = getenv_opt("SINEW_JOIN").value_or("") == "1";
     env.run_id = getenv_opt("TORCHELASTIC_RUN_ID").value_or("");
     read_common(env);
     validate(env, "RANK", "WORLD_SIZE");
@@ -196,14 +201,30 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
   g.name = "default";
   g.timeout = options.timeout;
   g.transport = options.transport;
-  SINEW_INFO(kInit, "joining as rank {} of {} (launcher {}, backend {})", env.rank, env.world_size,
-             env.launcher, g.backend);
+  if (env.join) {
+    SINEW_ARG_CHECK(g.backend == "sinew", "SINEW_JOIN", "1",
+                    fmt::format("the sinew backend, which can grow (backend is '{}')", g.backend));
+    SINEW_INFO(kInit, "joining the running group (slot of rank {}, launcher {}, attempt {})",
+               env.rank, env.launcher, env.run_attempt);
+  } else {
+    SINEW_INFO(kInit, "joining as rank {} of {} (launcher {}, backend {})", env.rank,
+               env.world_size, env.launcher, g.backend);
+  }
   StorePtr store;
   if (g.backend != "mpi") {
     store = connect_store(env, options);
     g.store = make_prefix_store("default", store);
   }
-  auto group = create_process_group(g);
+  ProcessGroupPtr group;
+  if (env.join) {
+    g.rank = g.size = -1;
+    group = join_process_group(g, Deadline::after(options.timeout));
+    set_log_rank(group->rank());
+    SINEW_INFO(kInit, "admitted as rank {} of {} in epoch {}", group->rank(), group->size(),
+               group->epoch());
+  } else {
+    group = create_process_group(g);
+  }
   std::lock_guard<std::mutex> lock(state().mu);
   state().job_store = store;
   return group;

@@ -37,7 +37,8 @@ struct Rank {
 
 class Job {
  public:
-  Job(int world, std::vector<std::string> args) : server_("127.0.0.1", 0, "secret-token") {
+  Job(int world, std::vector<std::string> args, std::vector<std::string> extra_env = {})
+      : server_("127.0.0.1", 0, "secret-token") {
     char tmpl[] = "/tmp/sinew-ft-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     for (int r = 0; r < world; ++r) {
@@ -50,6 +51,7 @@ class Job {
                      fmt::format("MASTER_PORT={}", server_.port()), std::string("SINEW_STORE_TOKEN=secret-token"),
                      std::string("SINEW_STORE_HOSTED=1"), std::string("SINEW_FT_HEARTBEAT_TIMEOUT_MS=1000")})
         env.push_back(v);
+      for (const auto& v : extra_env) env.push_back(v);
       std::vector<std::string> argv = {SINEW_BIN_DIR "/ft_worker"};
       argv.insert(argv.end(), args.begin(), args.end());
       std::vector<char*> av, ev;
@@ -138,6 +140,17 @@ TEST(Shrink, KilledRankZero) {
   job.wait(60s);
   expect_survivor(job, 1, 0, 2, "1,2");
   expect_survivor(job, 2, 1, 2, "1,2");
+}
+
+// Between hosts (UCX, no shared memory): the peer that sees the endpoint fail
+// revokes through the job store; the others' watchdogs pick it up.
+TEST(Shrink, KilledRankOverUcxRevokesThroughTheStore) {
+  Job job(4, {"--fail-rank", "1", "--at-step", "5", "--steps", "20"},
+          {"SINEW_TRANSPORT=ucx", "UCX_NET_DEVICES=lo", "SINEW_FT_STORE_HEARTBEAT_MS=50"});
+  job.wait(90s);
+  expect_survivor(job, 0, 0, 3, "0,2,3");
+  expect_survivor(job, 2, 1, 3, "0,2,3");
+  expect_survivor(job, 3, 2, 3, "0,2,3");
 }
 
 TEST(Shrink, StoppedRankIsDetectedByItsStalledHeartbeat) {

@@ -65,7 +65,20 @@ programs that survive the loss of a rank (ProcessGroup::reconfigure()). A
 worker killed by a signal is recorded as lost and the others keep running;
 the launcher waits for them. The job exits 0 if every worker on this node
 that was not lost exits 0 (and at least one was not lost); a worker that
-exits with a non-zero code still fails the job as above.)";
+exits with a non-zero code still fails the job as above.
+
+--fault-tolerant with --max-restarts N > 0: instead of restarting every
+worker, a worker lost to a signal is respawned alone in its local rank's slot
+as a joiner (at most N respawns and restarts for the whole job; the final
+table counts them). The respawn gets SINEW_JOIN=1, its slot's RANK (for
+logging only), TORCHELASTIC_RESTART_COUNT raised by one, and the same
+SINEW_RUN_ATTEMPT (the store key space of the running group) as the others;
+init_process_group() then joins the running group (join_process_group) and
+returns once the members admit it at their next reconfigure(), in the next
+epoch. The program must call reconfigure() now and then (also without a
+failure) and hand the joiner its state (broadcast_state), see
+examples/fault_tolerant_loop.cc. A joiner never admitted fails when its init
+timeout passes. Every worker also gets SINEW_RUN_ATTEMPT.)";
 
 // The launcher's view of the command line before it is checked.
 struct RunArgs {
@@ -281,7 +294,8 @@ void add_run_command(CLI::App& app, int& rc) {
                 "Single node: host the store on 127.0.0.1 at a free port, with a random run id")
       ->envname("PET_STANDALONE");
   cmd->add_option("--max-restarts,--max_restarts", a->max_restarts,
-                  "Restart all workers up to this many times after a failure")
+                  "Restart all workers up to this many times after a failure (with "
+                  "--fault-tolerant: respawn a killed worker as a joiner)")
       ->envname("PET_MAX_RESTARTS")
       ->capture_default_str();
   cmd->add_flag("--fault-tolerant,--fault_tolerant", a->fault_tolerant,

@@ -200,13 +200,17 @@ struct Outcome {
   int signal = 0;
 };
 
-// What to do when a worker fails: torchrun restarts every worker while
-// restarts remain. A policy that respawns only the failed worker fits here,
-// next to the group-wide one.
-enum class FailurePolicy { kRestartAll, kGiveUp };
+// What to do when a worker fails. torchrun restarts every worker while
+// restarts remain. Under --fault-tolerant a worker lost to a signal is
+// respawned alone instead, as a joiner the survivors admit at their next
+// reconfigure(); without restarts left it just stays lost. Restarts and
+// respawns draw on the one --max-restarts budget.
+enum class FailurePolicy { kRestartAll, kRespawnOne, kGiveUp };
 
-FailurePolicy policy_for(int attempt, int max_restarts) {
-  return attempt < max_restarts ? FailurePolicy::kRestartAll : FailurePolicy::kGiveUp;
+FailurePolicy policy_for(const RunConfig& c, int restarts_used, bool lost_to_signal) {
+  if (restarts_used >= c.max_restarts) return FailurePolicy::kGiveUp;
+  return c.fault_tolerant && lost_to_signal ? FailurePolicy::kRespawnOne
+                                            : FailurePolicy::kRestartAll;
 }
 
 class Job {
@@ -238,9 +242,13 @@ class Job {
     for (int attempt = 0;; ++attempt) {
       auto m = rdzv.join(attempt);
       lost_.clear();
+      replaced_.clear();
+      respawned_.clear();
+      respawns_of_slot_.clear();
       WorkerGroup group(signals_, program_path_, argv(), c_.output, host_);
-      for (int lr = 0; lr < c_.nproc_per_node; ++lr) group.spawn(make_spec(rdzv, m, attempt, lr));
-      Outcome o = supervise(group, rdzv, attempt);
+      for (int lr = 0; lr < c_.nproc_per_node; ++lr)
+        group.spawn(make_spec(rdzv, m, attempt, lr, /*respawn=*/0));
+      Outcome o = supervise(group, rdzv, m, attempt);
       group.finish_output();
       print_table(group, attempt, o);
       switch (o.kind) {
@@ -251,9 +259,10 @@ class Job {
           return 128 + o.signal;
         case Outcome::kFailed:
         case Outcome::kRemoteFailed:
-          if (policy_for(attempt, c_.max_restarts) == FailurePolicy::kGiveUp) return o.exit_code;
+          if (policy_for(c_, restarts_used_, false) == FailurePolicy::kGiveUp) return o.exit_code;
+          ++restarts_used_;
           std::fprintf(stderr, "sinew run: restarting all workers (restart %d of %d)\n",
-                       attempt + 1, c_.max_restarts);
+                       restarts_used_, c_.max_restarts);
           break;
       }
     }
@@ -266,8 +275,10 @@ class Job {
     return v;
   }
 
+  // `respawn` > 0: the n-th respawn of this local rank's slot in this
+  // attempt, started as a joiner (SINEW_JOIN=1).
   WorkerSpec make_spec(const Rendezvous& rdzv, const Rendezvous::Membership& m, int attempt,
-                       int local_rank) {
+                       int local_rank, int respawn) {
     WorkerSpec s;
     s.local_rank = local_rank;
     s.rank = m.rank_offset + local_rank;
@@ -283,7 +294,13 @@ class Job {
     env["ROLE_NAME"] = "default";
     env["MASTER_ADDR"] = rdzv.host();
     env["MASTER_PORT"] = std::to_string(rdzv.port());
-    env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+    // The restart count is the worker's own (a respawn raises it); the run
+    // attempt names the key space of the running group in the store
+    // (init.cc's "worker/attempt_<n>/"), which a joiner must share with the
+    // members it joins.
+    env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt + respawn);
+    env["SINEW_RUN_ATTEMPT"] = std::to_string(attempt);
+    if (respawn > 0) env["SINEW_JOIN"] = "1";
     env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(c_.max_restarts);
     env["TORCHELASTIC_RUN_ID"] = c_.run_id;
     env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
@@ -291,12 +308,13 @@ class Job {
     env["SINEW_STORE_HOSTED"] = "1";
     if (!c_.backend.empty()) env["SINEW_BACKEND"] = c_.backend;
     for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
-    s.stdout_log = open_log(attempt, local_rank, kStdout);
-    s.stderr_log = open_log(attempt, local_rank, kStderr);
+    // A respawn continues its slot's log files.
+    s.stdout_log = open_log(attempt, local_rank, kStdout, respawn > 0);
+    s.stderr_log = open_log(attempt, local_rank, kStderr, respawn > 0);
     return s;
   }
 
-  UniqueFd open_log(int attempt, int local_rank, int stream) {
+  UniqueFd open_log(int attempt, int local_rank, int stream, bool append) {
     if (!c_.output.to_file(local_rank, stream)) return UniqueFd();
     namespace fs = std::filesystem;
     fs::path dir = fs::path(c_.output.log_dir) / c_.run_id / fmt::format("attempt_{}", attempt) /
@@ -307,14 +325,15 @@ class Job {
       throw IoError(
           fmt::format("sinew run: cannot create log directory {}: {}", dir.string(), ec.message()));
     fs::path file = dir / (stream == kStdout ? "stdout.log" : "stderr.log");
-    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
     if (fd < 0)
       throw IoError(
           fmt::format("sinew run: cannot open {}: {}", file.string(), std::strerror(errno)));
     return UniqueFd(fd);
   }
 
-  Outcome supervise(WorkerGroup& group, Rendezvous& rdzv, int attempt) {
+  Outcome supervise(WorkerGroup& group, Rendezvous& rdzv, const Rendezvous::Membership& m,
+                    int attempt) {
     Outcome o;
     Millis grace = std::chrono::seconds(kKillGraceS.get());
     while (!group.all_exited()) {
@@ -335,6 +354,17 @@ class Job {
                        "sinew run: rank %d (pid %d) lost: %s; --fault-tolerant: the other workers "
                        "continue\n",
                        r.rank, static_cast<int>(r.pid), describe_wait_status(r.wait_status).c_str());
+          if (policy_for(c_, restarts_used_, true) == FailurePolicy::kRespawnOne) {
+            ++restarts_used_;
+            const int local_rank = r.local_rank;
+            const int n = ++respawns_of_slot_[local_rank];
+            std::fprintf(stderr,
+                         "sinew run: respawning local rank %d as a joiner (restart %d of %d)\n",
+                         local_rank, restarts_used_, c_.max_restarts);
+            group.spawn(make_spec(rdzv, m, attempt, local_rank, n));
+            replaced_.push_back(i);
+            respawned_.push_back(group.size() - 1);
+          }
           continue;
         }
         o = {Outcome::kFailed, exit_code_of(r.wait_status), i, -1, 0};
@@ -375,8 +405,13 @@ class Job {
 
   void print_table(const WorkerGroup& group, int attempt, const Outcome& o) {
     static const char* kWhat[] = {"succeeded", "failed", "failed on another node", "interrupted"};
+    // Respawns add rows (and processes) but no workers: count slots.
+    const size_t workers = group.size() - respawned_.size();
     std::string lost =
-        lost_.empty() ? "" : fmt::format(", {} of {} workers lost", lost_.size(), group.size());
+        lost_.empty() ? "" : fmt::format(", {} of {} workers lost", lost_.size(), workers);
+    if (!respawned_.empty())
+      lost += fmt::format(", {} respawned as joiner{} (--max-restarts {})", respawned_.size(),
+                          respawned_.size() == 1 ? "" : "s", c_.max_restarts);
     std::string out = fmt::format("sinew run: attempt {} {} (run id {}, host {}{}):\n", attempt,
                                   kWhat[o.kind], c_.run_id, host_, lost);
     out += fmt::format("  {:>6} {:>6} {:>8} {:>10} {:>10}\n", "rank", "local", "pid", "exit",
@@ -387,7 +422,12 @@ class Job {
       if (o.first_failure == i)
         note = "  <- first failure";
       else if (std::find(lost_.begin(), lost_.end(), i) != lost_.end())
-        note = "  (lost; the others continued)";
+        note = std::find(replaced_.begin(), replaced_.end(), i) != replaced_.end()
+                   ? "  (lost; respawned as a joiner)"
+                   : "  (lost; the others continued)";
+      else if (r.reaped && !r.stopped &&
+               std::find(respawned_.begin(), respawned_.end(), i) != respawned_.end())
+        note = "  (respawned as a joiner)";
       else if (!r.reaped)
         note = "  (still running)";
       else if (r.stopped)
@@ -404,8 +444,14 @@ class Job {
   std::string program_path_;
   std::string token_;
   std::map<std::string, std::string> base_env_;
-  // Local indices of this attempt's workers lost under --fault-tolerant.
+  // Local indices of this attempt's workers lost under --fault-tolerant,
+  // those of them that were respawned, and the respawns.
   std::vector<size_t> lost_;
+  std::vector<size_t> replaced_;
+  std::vector<size_t> respawned_;
+  std::map<int, int> respawns_of_slot_;  // local rank -> respawns in this attempt
+  // Restarts of every worker plus respawns of one, job-wide (--max-restarts).
+  int restarts_used_ = 0;
 };
 
 }  // namespace

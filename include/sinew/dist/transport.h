@@ -53,6 +53,10 @@ class Transport {
   // any thread; wakes a blocked wait() within 100 ms.
   virtual void abort() = 0;
 
+  // Like abort(), but pending and later requests fail with `why` (e.g. a
+  // PeerLost naming the failed ranks once the group was revoked).
+  virtual void revoke(const Status& why) { (void)why; abort(); }
+
   // Convenience: blocking send/recv.
   void send(int peer, uint64_t tag, const void* data, size_t bytes, Deadline d) {
     RequestPtr r = isend(peer, tag, data, bytes);

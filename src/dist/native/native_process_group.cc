@@ -45,6 +45,9 @@ const EnvParam<int64_t> kHeartbeatMs{"SINEW_FT_HEARTBEAT_MS", 10,
 // stopped process is still caught well before typical collective timeouts.
 const EnvParam<int64_t> kHeartbeatTimeoutMs{"SINEW_FT_HEARTBEAT_TIMEOUT_MS", 2000,
                                             "a peer whose heartbeat stalls this long (stopped, hung) is failed"};
+const EnvParam<int64_t> kStoreHeartbeatMs{"SINEW_FT_STORE_HEARTBEAT_MS", 200,
+                                          "groups spanning hosts: heartbeat and revoke poll interval through "
+                                          "the job store"};
 const EnvParam<int64_t> kAckTimeoutMs{"SINEW_FT_AGREE_ACK_TIMEOUT_MS", 5000,
                                       "agreement: a survivor that neither acks nor is seen alive this long is failed"};
 const EnvParam<std::string> kTransport{"SINEW_TRANSPORT", std::string("auto"),
@@ -60,6 +63,9 @@ std::string host_identity() {
   ::stat("/proc/self/ns/pid", &st);
   return fmt::format("{}|{}|{}", host, boot, static_cast<uint64_t>(st.st_ino));
 }
+
+std::string encode_set(const std::set<int>& s);
+std::set<int> decode_set(const std::string& text);
 
 class NativeProcessGroup final : public ProcessGroup {
  public:
@@ -89,6 +95,12 @@ class NativeProcessGroup final : public ProcessGroup {
     watch_cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
     if (shm_ready_.load()) shm_->depart();
+    if (net_) {
+      try {  // a clean departure is not a failure for the store heartbeat either
+        root_->set(fmt::format("ft/e{}/left/{}", epoch_, rank()), "1");
+      } catch (const Error&) {
+      }
+    }
     if (net_) net_->abort();
   }
 
@@ -276,6 +288,7 @@ class NativeProcessGroup final : public ProcessGroup {
       } catch (const PeerLostError& e) {
         note_failed(e.ranks());
         error_state_.store(ErrorState::kCommError);
+        if (net_) publish_revoke(e.ranks());
         throw;
       } catch (const TimeoutError&) {
         error_state_.store(ErrorState::kTimeout);
@@ -307,6 +320,74 @@ class NativeProcessGroup final : public ProcessGroup {
         if (!shm_->peer_alive(r)) out.insert(r);
     }
     return out;
+  }
+
+  // Groups spanning hosts revoke through the job store: the failed set is
+  // merged into one key that every rank's watchdog polls.
+  std::string revoke_key() const { return fmt::format("ft/e{}/revoked", epoch_); }
+
+  void publish_revoke(const std::vector<int>& failed) {
+    try {
+      std::set<int> mine(failed.begin(), failed.end());
+      Bytes cur = root_->compare_set(revoke_key(), {}, to_bytes(encode_set(mine)));
+      for (;;) {
+        std::set<int> merged = decode_set(to_string(cur));
+        merged.insert(mine.begin(), mine.end());
+        if (to_string(cur) == encode_set(merged)) break;
+        cur = root_->compare_set(revoke_key(), cur, to_bytes(encode_set(merged)));
+      }
+    } catch (const Error& e) {
+      SINEW_WARN(kFt, "group '{}': could not publish the revoke: {}", name(), e.what());
+    }
+  }
+
+  // Store heartbeats between hosts: each rank bumps its key; a key that
+  // stops changing for the heartbeat timeout means a stopped or hung peer.
+  void watch_store() {
+    const Millis interval(kStoreHeartbeatMs.get());
+    const auto stall = Millis(kHeartbeatTimeoutMs.get());
+    std::vector<std::string> last(size());
+    std::vector<Clock::time_point> changed(size(), Clock::now());
+    int64_t beat = 0;
+    bool revoked = false;
+    std::unique_lock<std::mutex> lk(watch_mu_);
+    while (!watch_cv_.wait_for(lk, interval, [&] { return watch_stop_; })) {
+      try {
+        root_->set(fmt::format("ft/e{}/hb/{}", epoch_, rank()), std::to_string(++beat));
+        if (revoked) continue;
+        std::vector<int> failed;
+        if (root_->check({revoke_key()})) {
+          auto set = decode_set(root_->get_string(revoke_key()));
+          failed.assign(set.begin(), set.end());
+        } else {
+          const auto now = Clock::now();
+          for (int r = 0; r < size(); ++r) {
+            if (r == rank()) continue;
+            const std::string k = fmt::format("ft/e{}/hb/{}", epoch_, r);
+            std::string v = root_->check({k}) ? root_->get_string(k) : "";
+            if (v != last[r]) {
+              last[r] = v;
+              changed[r] = now;
+            } else if (now - changed[r] > stall && root_->check({fmt::format("ft/e{}/left/{}", epoch_, r)}) == false) {
+              failed.push_back(r);
+            }
+          }
+          if (!failed.empty()) publish_revoke(failed);
+        }
+        if (!failed.empty()) {
+          SINEW_WARN(kFt, "group '{}' epoch {}: rank(s) {} failed; revoking", name(), epoch_, failed);
+          note_failed(failed);
+          net_->revoke(Status(ErrorCode::kPeerLost,
+                              fmt::format("process group revoked: rank(s) {} failed; agree on the failed set and "
+                                          "reconfigure() to continue with the survivors",
+                                          failed),
+                              failed));
+          revoked = true;
+        }
+      } catch (const Error& e) {
+        SINEW_WARN(kFt, "group '{}': store heartbeat failed: {}", name(), e.what());
+      }
+    }
   }
 
   // Heartbeat and liveness: revokes the group as soon as a peer dies or
@@ -367,6 +448,7 @@ class NativeProcessGroup final : public ProcessGroup {
       watchdog_ = std::thread([this] { watch(); });
     } else {
       net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline);
+      watchdog_ = std::thread([this] { watch_store(); });
     }
     SINEW_INFO(kInit, "group '{}' ready: rank {}/{} over {}", name(), rank(), size(), choice);
   }

@@ -27,6 +27,7 @@
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
+#include <mutex>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -230,6 +231,14 @@ class UcxTransport final : public Transport {
       if (Clock::now() < spin_until) continue;  // progress() also sees abort()
       idle_wait(deadline);
     }
+  }
+
+  void revoke(const Status& why) override {
+    {
+      std::lock_guard<std::mutex> g(revoke_mu_);
+      if (revoke_status_.is_ok()) revoke_status_ = why;
+    }
+    abort();
   }
 
   void abort() override {
@@ -482,6 +491,10 @@ class UcxTransport final : public Transport {
   // --- abort and teardown ---------------------------------------------------
 
   Status aborted_status() const {
+    {
+      std::lock_guard<std::mutex> g(revoke_mu_);
+      if (!revoke_status_.is_ok()) return revoke_status_;
+    }
     return Status(ErrorCode::kAborted, fmt::format("UCX transport of rank {} was aborted", rank_));
   }
   Status closed_status() const {
@@ -591,6 +604,8 @@ class UcxTransport final : public Transport {
   std::list<std::shared_ptr<UcxRequest>> probing_;  // receives waiting for their message
   std::unordered_map<UcxRequest*, InFlight> inflight_;
   std::atomic<bool> abort_requested_{false};
+  mutable std::mutex revoke_mu_;
+  Status revoke_status_;  // set by revoke(): what requests fail with instead of Aborted
   bool aborted_ = false;
 };
 

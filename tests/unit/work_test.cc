@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "dist/op_queue.h"
@@ -53,13 +54,17 @@ TEST(Work, ErrorsSurfaceAsTheirTypes) {
 
 TEST(OpQueue, RunsInOrderAndAbortUnblocksEveryWaiter) {
   OpQueue q("test");
+  std::mutex ran_mu;  // the aborted op is still running when the test reads `ran`
   std::vector<int> ran;
   std::atomic<bool> release{false};
   std::vector<WorkPtr> works;
   for (int i = 0; i < 3; ++i) {
     auto w = std::make_shared<Work>("op", i, Deadline::never());
     q.post(w, [&, i] {
-      ran.push_back(i);
+      {
+        std::lock_guard<std::mutex> g(ran_mu);
+        ran.push_back(i);
+      }
       if (i == 1)
         while (!release.load()) std::this_thread::sleep_for(1ms);  // a stuck op
     });
@@ -77,6 +82,7 @@ TEST(OpQueue, RunsInOrderAndAbortUnblocksEveryWaiter) {
   auto later = std::make_shared<Work>("op", 4, Deadline::never());
   q.post(later, [] {});
   EXPECT_THROW(later->wait(Deadline::after(5s)), AbortedError) << "ops after abort fail at once";
+  std::lock_guard<std::mutex> g(ran_mu);
   EXPECT_EQ(ran, (std::vector<int>{0, 1}));
 }
 

@@ -73,6 +73,9 @@ void leave_together(dist::Store& store, const std::string& key, int n, Deadline 
 }
 
 // A fresh group after the restart: init, the first allreduce, "ready/<rank>".
+constexpr int64_t kPerfElems = 2 << 20;  // 8 MiB of float32
+constexpr int kPerfIters = 10;
+
 int fresh_worker(dist::ProcessGroup& pg, dist::Store& store, Deadline deadline) {
   const int W = pg.size();
   std::vector<float> v(kElems);
@@ -142,6 +145,33 @@ int run_recovery_worker(const RecoveryConfig& cfg) {
                                     orig, pg->size(), v.front(), W - 1, want));
   store->set(fmt::format("res/{}", orig), fmt::format("{} {} {}", detected_ns, agree_ms, shrink_ms));
 
+  // Collective speed after the shrink against a group of the same size built
+  // from scratch by the same processes, timed alternately (same conditions).
+  dist::GroupOptions fo;
+  fo.store = dist::make_prefix_store("fresh-compare", store);
+  fo.rank = pg->rank();
+  fo.size = pg->size();
+  fo.name = "fresh";
+  fo.timeout = Millis(30'000);
+  auto fresh = dist::create_process_group(fo);
+  fresh->wait_ready(deadline);
+  std::vector<float> big(kPerfElems, 1.0f);
+  auto time_group = [&](dist::ProcessGroup& g) {
+    g.barrier()->wait(deadline);
+    auto s = Clock::now();
+    for (int i = 0; i < kPerfIters; ++i)
+      g.allreduce(TensorView::flat(big.data(), DType::kF32, kPerfElems))->wait(deadline);
+    double per_op = ms_since(s) / kPerfIters;
+    g.allreduce(TensorView::flat(&per_op, DType::kF64, 1), dist::ReduceKind::kMax)->wait(deadline);
+    return per_op;
+  };
+  std::vector<double> after, scratch;
+  for (int round = 0; round < 5; ++round) {
+    after.push_back(time_group(*pg));
+    scratch.push_back(time_group(*fresh));
+  }
+  fresh.reset();
+
   // Rank 0 of the survivors aggregates for the front end.
   if (pg->rank() == 0) {
     std::vector<std::string> keys;
@@ -160,7 +190,7 @@ int run_recovery_worker(const RecoveryConfig& cfg) {
       agree = std::max(agree, a);
       shrink = std::max(shrink, s);
     }
-    store->set("result", fmt::format("{} {} {} {}", first, last, agree, shrink));
+    store->set("result", fmt::format("{} {} {} {} {} {}", first, last, agree, shrink, median(after), median(scratch)));
   }
   leave_together(*store, "finished", W - 1, deadline);
   return 0;
@@ -290,8 +320,9 @@ struct Job {
   }
 };
 
-// detect, revoke, agree, shrink in ms.
-std::array<double, 4> sinew_trial(const std::string& exe, const RecoveryConfig& cfg, int world, int victim) {
+// detect, revoke, agree, shrink in ms, then one 8 MiB allreduce in the
+// shrunk group and in a fresh group of that size.
+std::array<double, 6> sinew_trial(const std::string& exe, const RecoveryConfig& cfg, int world, int victim) {
   Job job;
   Ranks ranks(exe, cfg, "sinew", world, victim, job.server, job.token, 0);
   ranks.wait(Deadline::after(std::chrono::seconds(cfg.trial_timeout_s + 5)), "the sinew group");
@@ -301,9 +332,9 @@ std::array<double, 4> sinew_trial(const std::string& exe, const RecoveryConfig& 
       throw IoError(fmt::format("bench recovery: rank {} of the sinew group ended with status {:#x}", r,
                                       ranks.status(r)));
   }
-  std::array<double, 4> out{};
+  std::array<double, 6> out{};
   std::string text = job.attempt_store(0)->get_string("result");
-  if (std::sscanf(text.c_str(), "%lf %lf %lf %lf", &out[0], &out[1], &out[2], &out[3]) != 4)
+  if (std::sscanf(text.c_str(), "%lf %lf %lf %lf %lf %lf", &out[0], &out[1], &out[2], &out[3], &out[4], &out[5]) != 6)
     throw InternalError("bench recovery: malformed result '" + text + "'");
   return out;
 }
@@ -358,6 +389,9 @@ int run_recovery_bench(const RecoveryConfig& cfg, Report& report) {
           ms[kPhases[i]].push_back(phases[i]);
           line += fmt::format(" {} {:.2f} ms,", kPhases[i], phases[i]);
         }
+        ms["after-shrink"].push_back(phases[4]);
+        ms["fresh-group"].push_back(phases[5]);
+        line += fmt::format(" 8 MiB allreduce {:.3f} ms after shrink vs {:.3f} ms fresh,", phases[4], phases[5]);
       } catch (const Error& e) {
         ++failures;
         line += fmt::format(" sinew trial failed ({}),", e.what());
@@ -380,6 +414,10 @@ int run_recovery_bench(const RecoveryConfig& cfg, Report& report) {
       report.add({"recovery", c, impl, "ms", median(v), "ms"});
       report.add({"recovery", c, impl, "ms_max", *std::max_element(v.begin(), v.end()), "ms"});
     }
+    // Post-shrink collective speed: same case, two impls, so the table shows the ratio.
+    const std::string c = fmt::format("allreduce-8MiB-after-shrink/ws{}", world - 1);
+    if (!ms["after-shrink"].empty()) report.add({"recovery", c, "sinew", "ms", median(ms["after-shrink"]), "ms"});
+    if (!ms["fresh-group"].empty()) report.add({"recovery", c, "fresh-group", "ms", median(ms["fresh-group"]), "ms"});
   }
   return failures;
 }

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "sinew/core/env.h"
 #include "sinew/core/error.h"
 #include "sinew/dist/init.h"
 
@@ -38,6 +39,8 @@ using namespace sinew::dist;
 namespace {
 
 constexpr std::chrono::seconds kRecoveryTimeout{30};
+// Regroups, 10 ms apart, the members make at the end waiting for a joiner still owed (about 30 s).
+constexpr int kMaxFinalWaits = 3000;
 
 int64_t wall_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -103,19 +106,25 @@ void leave_together(Store& store, const ProcessGroup& pg) {
 
 // What every rank of the current group shares. `members` holds each rank's
 // id, the RANK its launcher gave it (a joiner keeps the RANK of the slot it
-// was respawned in), in group rank order.
+// was respawned in), in group rank order; -1 while not known.
 struct State {
   int64_t step = 0;
+  int64_t lost = 0;    // ranks lost so far
+  int64_t joined = 0;  // joiners admitted so far
   std::vector<double> weights;
   std::vector<int> members;
 };
 
-// Right after a reconfigure: everyone takes rank 0's weights and step, and
-// learns who the members are.
+// Right after a reconfigure: everyone takes rank 0's state and learns who
+// the members are.
 void resync(ProcessGroup& pg, int id, State& st) {
-  broadcast_state(pg, {TensorView::flat(&st.step, DType::kI64, 1),
+  int64_t counters[3] = {st.step, st.lost, st.joined};
+  broadcast_state(pg, {TensorView::flat(counters, DType::kI64, 3),
                        TensorView::flat(st.weights.data(), DType::kF64, static_cast<int64_t>(st.weights.size()))},
                   0);
+  st.step = counters[0];
+  st.lost = counters[1];
+  st.joined = counters[2];
   std::vector<int32_t> ids(pg.size());
   int32_t mine = id;
   pg.allgather_into_tensor(TensorView::flat(ids.data(), DType::kI32, pg.size()), TensorView::flat(&mine, DType::kI32, 1))
@@ -143,15 +152,18 @@ Regrouped regroup(ProcessGroupPtr& pg, int id, State& st) {
       pg = pg->reconfigure(Deadline::after(kRecoveryTimeout));
       pg->wait_ready(Deadline::after(kRecoveryTimeout));
       out.reconfigure_ms += ms_since(t1);
-      size_t survivors = 0;
-      for (int r = 0; r < static_cast<int>(st.members.size()); ++r) {
-        if (std::binary_search(failed.begin(), failed.end(), r))
-          out.gone.push_back(st.members[r]);
-        else
-          ++survivors;
-      }
+      // Survivors keep their order; the joiners come after them.
+      std::vector<int> next;
+      for (int r = 0; r < static_cast<int>(st.members.size()); ++r)
+        (std::binary_search(failed.begin(), failed.end(), r) ? out.gone : next).push_back(st.members[r]);
+      const size_t survivors = next.size();
+      next.resize(pg->size(), -1);
+      st.members = next;
+      st.lost += static_cast<int64_t>(failed.size());
+      st.joined += static_cast<int64_t>(pg->size()) - static_cast<int64_t>(survivors);
       resync(*pg, id, st);
-      out.joiners.assign(st.members.begin() + static_cast<std::ptrdiff_t>(survivors), st.members.end());
+      out.joiners.insert(out.joiners.end(), st.members.begin() + static_cast<std::ptrdiff_t>(survivors),
+                         st.members.end());
       return out;
     } catch (const PeerLostError&) {
       // Lost another rank during the regroup: agree on it too.
@@ -180,6 +192,7 @@ int main(int argc, char** argv) try {
   std::vector<int> lost, joined;
   double recovery_ms = 0;
   if (joiner) {
+    st.members.assign(pg->size(), -1);
     try {
       resync(*pg, id, st);
     } catch (const PeerLostError&) {
@@ -190,8 +203,25 @@ int main(int argc, char** argv) try {
   } else {
     for (int r = 0; r < world; ++r) st.members.push_back(r);
   }
+  // Respawns `sinew run` may still make (it exports the budget; SINEW_RUN_ATTEMPT is the same on every rank).
+  const int restarts_left = [&] {
+    const auto max = getenv_opt("TORCHELASTIC_MAX_RESTARTS");
+    return env.launcher == "sinew" && max ? std::stoi(*max) - env.run_attempt : 0;
+  }();
+  int final_waits = 0;
   // The step of the last regroup: each step admits once, the same on every rank as the step comes from rank 0.
   int64_t regrouped_at = st.step;
+  // Regroups (every member calls it), records who left and joined, and says when joiners came in.
+  auto regroup_all = [&](int64_t step) {
+    const Regrouped g = regroup(pg, id, st);
+    regrouped_at = st.step;
+    lost.insert(lost.end(), g.gone.begin(), g.gone.end());
+    joined.insert(joined.end(), g.joiners.begin(), g.joiners.end());
+    if (!g.joiners.empty() && pg->rank() == 0)
+      fmt::print("[step {}] admitted {} joiner{} (rank {}): world size {} (epoch {})\n", step, g.joiners.size(),
+                 g.joiners.size() == 1 ? "" : "s", fmt::join(g.joiners, ","), pg->size(), pg->epoch());
+    return g;
+  };
   std::vector<float> grad(args.elems);
   for (;;) {
     const int64_t step = st.step;
@@ -200,28 +230,29 @@ int main(int argc, char** argv) try {
       ::raise(SIGKILL);
     }
     if (args.admit_every > 0 && step != regrouped_at && (step % args.admit_every == 0 || step == args.steps)) {
-      const Regrouped g = regroup(pg, id, st);
-      regrouped_at = st.step;
-      lost.insert(lost.end(), g.gone.begin(), g.gone.end());
-      joined.insert(joined.end(), g.joiners.begin(), g.joiners.end());
+      const Regrouped g = regroup_all(step);
       if (!g.gone.empty())
         fmt::print("[step {}] rank {} lost (found at a regroup); continuing as rank {} (epoch {})\n", step,
                    fmt::join(g.gone, ","), pg->rank(), pg->epoch());
-      if (!g.joiners.empty() && pg->rank() == 0)
-        fmt::print("[step {}] admitted {} joiner{} (rank {}): world size {} (epoch {})\n", step, g.joiners.size(),
-                   g.joiners.size() == 1 ? "" : "s", fmt::join(g.joiners, ","), pg->size(), pg->epoch());
       continue;
     }
-    if (step >= args.steps) break;
+    if (step >= args.steps) {
+      // A lost rank the launcher still has restarts for (sinew run --fault-tolerant --max-restarts) is on its
+      // way back as a joiner: wait for it (a bounded number of regroups, the same on every rank) so it can
+      // finish with the others instead of waiting forever to be admitted.
+      const int64_t owed = std::min<int64_t>(st.lost, std::max(0, restarts_left));
+      if (st.joined >= owed || final_waits >= kMaxFinalWaits) break;
+      ++final_waits;
+      std::this_thread::sleep_for(Millis(10));
+      regroup_all(step);
+      continue;
+    }
     for (int i = 0; i < args.elems; ++i) grad[i] = grad_value(id, static_cast<int>(step), i);
     try {
       pg->allreduce(TensorView::flat(grad.data(), DType::kF32, args.elems), ReduceKind::kAvg)->wait();
     } catch (const PeerLostError&) {
       const int64_t detected = wall_ns();
-      const Regrouped g = regroup(pg, id, st);
-      regrouped_at = st.step;
-      lost.insert(lost.end(), g.gone.begin(), g.gone.end());
-      joined.insert(joined.end(), g.joiners.begin(), g.joiners.end());
+      const Regrouped g = regroup_all(step);
       std::string detect = "?";
       if (store->check({"fault_tolerant_loop/killed_at"})) {
         const double ms = (detected - std::stoll(store->get_string("fault_tolerant_loop/killed_at"))) / 1e6;
@@ -229,10 +260,9 @@ int main(int argc, char** argv) try {
         recovery_ms = std::max(recovery_ms, ms + g.agree_ms + g.reconfigure_ms);
       }
       fmt::print("[step {}] rank {} lost; continuing with {} rank{} as rank {} (epoch {}, {} ms to detect, "
-                 "{:.1f} ms to agree, {:.1f} ms to reconfigure){}\n",
+                 "{:.1f} ms to agree, {:.1f} ms to reconfigure)\n",
                  step, fmt::join(g.gone, ","), pg->size(), pg->size() == 1 ? "" : "s", pg->rank(), pg->epoch(), detect,
-                 g.agree_ms, g.reconfigure_ms,
-                 g.joiners.empty() ? "" : fmt::format("; admitted joiner rank {}", fmt::join(g.joiners, ",")));
+                 g.agree_ms, g.reconfigure_ms);
       continue;  // redo the step (rank 0's) in the new group
     }
     int sum_ranks = 0;
@@ -259,9 +289,8 @@ int main(int argc, char** argv) try {
   leave_together(*store, *pg);
   if (pg->rank() == 0)
     fmt::print("done: {} steps, every average exact, weights identical on every rank; final world size {} "
-               "(started {}, lost: {}, joined: {}), epoch {}{}\n",
-               args.steps, pg->size(), world, lost.empty() ? "none" : fmt::format("{}", fmt::join(lost, ",")),
-               joined.empty() ? "none" : fmt::format("{}", fmt::join(joined, ",")), pg->epoch(),
+               "(started with {}, lost {}, joined {}), epoch {}{}\n",
+               args.steps, pg->size(), world, lost, joined, pg->epoch(),
                recovery_ms > 0 ? fmt::format(", recovery took {:.1f} ms from the kill", recovery_ms) : "");
   return 0;
 } catch (const sinew::Error& e) {

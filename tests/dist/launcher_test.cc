@@ -60,7 +60,9 @@ bool launcher_var(const std::string& key) {
                                    "SINEW_STORE_TOKEN",
                                    "SINEW_STORE_HOSTED",
                                    "SINEW_BACKEND",
-                                   "SINEW_RUN_KILL_GRACE_S"};
+                                   "SINEW_RUN_KILL_GRACE_S",
+                                   "SINEW_RUN_ATTEMPT",
+                                   "SINEW_JOIN"};
   for (const char* d : kDropped)
     if (key == d) return true;
   return key.rfind("PET_", 0) == 0 || key.rfind("OMPI_", 0) == 0 || key.rfind("SLURM_", 0) == 0;
@@ -408,6 +410,39 @@ TEST(SinewRun, FaultTolerantKeepsTheSurvivorsOfAKilledWorker) {
   EXPECT_THAT(bad.err(), HasSubstr("failed: 3; stopping the other workers"));
 }
 
+TEST(SinewRun, FaultTolerantMaxRestartsRespawnsAKilledWorkerAsAJoiner) {
+  // Rank 1 SIGKILLs itself at step 10; sinew run respawns it with SINEW_JOIN=1,
+  // the survivors admit it at a regroup (every 10 steps) and hand it their state.
+  const std::string example = SINEW_BIN_DIR "/fault_tolerant_loop";
+  if (access(example.c_str(), X_OK) != 0)
+    GTEST_SKIP() << example << " is not built (SINEW_BUILD_EXAMPLES=OFF)";
+  Launcher l({"run", "--standalone", "--fault-tolerant", "--max-restarts", "1", "--nproc-per-node",
+              "3", example, "--kill-rank", "1", "--at-step", "10", "--steps", "60", "--admit-every",
+              "10", "--elems", "256"});
+  ASSERT_EQ(l.wait(seconds(60)), 0) << l.out() << l.err();
+  EXPECT_THAT(l.err(), HasSubstr("sinew run: respawning local rank 1 as a joiner (restart 1 of 1)"));
+  EXPECT_THAT(l.err(), HasSubstr("attempt 0 succeeded (run id"));
+  EXPECT_THAT(l.err(), HasSubstr(", 1 of 3 workers lost, 1 respawned as joiner (--max-restarts 1)):"));
+  std::regex killed("\n +1 +1 +\d+ +SIGKILL +[0-9.]+s  \(lost; respawned as a joiner\)\n");
+  std::regex respawn("\n +1 +1 +\d+ +0 +[0-9.]+s  \(respawned as a joiner\)\n");
+  EXPECT_TRUE(std::regex_search(l.err(), killed)) << l.err();
+  EXPECT_TRUE(std::regex_search(l.err(), respawn)) << l.err();
+  // The joiner (slot rank 1) gets the last rank and resumes at a multiple of 10.
+  std::regex rejoined("rank 1 rejoined as rank 2 of 3 \(epoch \d+\); resuming at step [1-5]0");
+  auto slot1 = rank_lines(l.out(), 1);
+  EXPECT_TRUE(std::any_of(slot1.begin(), slot1.end(),
+                          [&](const std::string& s) { return std::regex_search(s, rejoined); }))
+      << l.out();
+  auto rank0 = rank_lines(l.out(), 0);
+  EXPECT_THAT(rank0, ::testing::Contains(::testing::ContainsRegex(
+                         "^\[step [1-6]0\] admitted 1 joiner \(rank 1\): world size 3")))
+      << l.out();
+  EXPECT_THAT(rank0, ::testing::Contains(HasSubstr(
+                         "done: 60 steps, every average exact, weights identical on every rank; "
+                         "final world size 3 (started with 3, lost [1], joined [1])")))
+      << l.out();
+}
+
 TEST(SinewRun, UnderscoreSpellingsAndPetEnvironment) {
   Launcher l({"run", "--rdzv_id", "job7", "--master_addr", "127.0.0.1", "--max_restarts", "0",
               "--local_ranks_filter", "0,1", "--store-token", "tok123", "--backend", "gloo",
@@ -603,8 +638,25 @@ TEST(ReadLaunchEnv, TorchrunWithoutSinewStore) {
   EXPECT_EQ(e.master_addr, "node7");
   EXPECT_EQ(e.master_port, 1234);
   EXPECT_EQ(e.restart_count, 3);
+  EXPECT_EQ(e.run_attempt, 3);  // without SINEW_RUN_ATTEMPT: the restart count
+  EXPECT_FALSE(e.join);
   EXPECT_EQ(e.run_id, "r9");
   EXPECT_EQ(e.token, "");
+}
+
+TEST(ReadLaunchEnv, SinewRespawnJoinsTheRunningAttempt) {
+  ScopedEnv env({{"RANK", "1"},
+                 {"WORLD_SIZE", "3"},
+                 {"SINEW_STORE_HOSTED", "1"},
+                 {"TORCHELASTIC_RESTART_COUNT", "2"},
+                 {"SINEW_RUN_ATTEMPT", "1"},
+                 {"SINEW_JOIN", "1"}});
+  auto e = read_launch_env();
+  EXPECT_EQ(e.launcher, "sinew");
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.restart_count, 2);
+  EXPECT_EQ(e.run_attempt, 1);
+  EXPECT_TRUE(e.join);
 }
 
 TEST(ReadLaunchEnv, OpenMpi) {

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -423,19 +424,19 @@ TEST(SinewRun, FaultTolerantMaxRestartsRespawnsAKilledWorkerAsAJoiner) {
   EXPECT_THAT(l.err(), HasSubstr("sinew run: respawning local rank 1 as a joiner (restart 1 of 1)"));
   EXPECT_THAT(l.err(), HasSubstr("attempt 0 succeeded (run id"));
   EXPECT_THAT(l.err(), HasSubstr(", 1 of 3 workers lost, 1 respawned as joiner (--max-restarts 1)):"));
-  std::regex killed("\n +1 +1 +\d+ +SIGKILL +[0-9.]+s  \(lost; respawned as a joiner\)\n");
-  std::regex respawn("\n +1 +1 +\d+ +0 +[0-9.]+s  \(respawned as a joiner\)\n");
+  std::regex killed("\\n +1 +1 +\\d+ +SIGKILL +[0-9.]+s  \\(lost; respawned as a joiner\\)\\n");
+  std::regex respawn("\\n +1 +1 +\\d+ +0 +[0-9.]+s  \\(respawned as a joiner\\)\\n");
   EXPECT_TRUE(std::regex_search(l.err(), killed)) << l.err();
   EXPECT_TRUE(std::regex_search(l.err(), respawn)) << l.err();
   // The joiner (slot rank 1) gets the last rank and resumes at a multiple of 10.
-  std::regex rejoined("rank 1 rejoined as rank 2 of 3 \(epoch \d+\); resuming at step [1-5]0");
+  std::regex rejoined("rank 1 rejoined as rank 2 of 3 \\(epoch \\d+\\); resuming at step [1-6]0");
   auto slot1 = rank_lines(l.out(), 1);
   EXPECT_TRUE(std::any_of(slot1.begin(), slot1.end(),
                           [&](const std::string& s) { return std::regex_search(s, rejoined); }))
       << l.out();
   auto rank0 = rank_lines(l.out(), 0);
   EXPECT_THAT(rank0, ::testing::Contains(::testing::ContainsRegex(
-                         "^\[step [1-6]0\] admitted 1 joiner \(rank 1\): world size 3")))
+                         "^\\[step [1-6]0\\] admitted 1 joiner \\(rank 1\\): world size 3")))
       << l.out();
   EXPECT_THAT(rank0, ::testing::Contains(HasSubstr(
                          "done: 60 steps, every average exact, weights identical on every rank; "

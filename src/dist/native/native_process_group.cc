@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../ft_agreement.h"
 #include "../op_queue.h"
 #include "net_collectives.h"
 #include "shm_collectives.h"
@@ -48,8 +49,6 @@ const EnvParam<int64_t> kHeartbeatTimeoutMs{"SINEW_FT_HEARTBEAT_TIMEOUT_MS", 200
 const EnvParam<int64_t> kStoreHeartbeatMs{"SINEW_FT_STORE_HEARTBEAT_MS", 200,
                                           "groups spanning hosts: heartbeat and revoke poll interval through "
                                           "the job store"};
-const EnvParam<int64_t> kAckTimeoutMs{"SINEW_FT_AGREE_ACK_TIMEOUT_MS", 5000,
-                                      "agreement: a survivor that neither acks nor is seen alive this long is failed"};
 const EnvParam<std::string> kTransport{"SINEW_TRANSPORT", std::string("auto"),
                                        "auto (shared memory on one host, UCX between hosts), shm or ucx"};
 
@@ -63,9 +62,6 @@ std::string host_identity() {
   ::stat("/proc/self/ns/pid", &st);
   return fmt::format("{}|{}|{}", host, boot, static_cast<uint64_t>(st.st_ino));
 }
-
-std::string encode_set(const std::set<int>& s);
-std::set<int> decode_set(const std::string& text);
 
 class NativeProcessGroup final : public ProcessGroup {
  public:
@@ -106,7 +102,12 @@ class NativeProcessGroup final : public ProcessGroup {
 
   uint64_t epoch() const override { return epoch_; }
 
-  std::vector<int> agree_on_failures(Deadline deadline) override;
+  std::vector<int> agree_on_failures(Deadline deadline) override {
+    AgreementParty party{*root_, name(), epoch_, rank(), size(), [this](int r) {
+                           return shm_ready_.load() && !shm_->peer_alive(r);
+                         }};
+    return agree_on_failed_ranks(party, local_failed_view(), deadline);
+  }
 
   // Shrink and grow in one step: agree on the failed set, then admit the
   // processes waiting to join (join_process_group) after the survivors.
@@ -328,14 +329,7 @@ class NativeProcessGroup final : public ProcessGroup {
 
   void publish_revoke(const std::vector<int>& failed) {
     try {
-      std::set<int> mine(failed.begin(), failed.end());
-      Bytes cur = root_->compare_set(revoke_key(), {}, to_bytes(encode_set(mine)));
-      for (;;) {
-        std::set<int> merged = decode_set(to_string(cur));
-        merged.insert(mine.begin(), mine.end());
-        if (to_string(cur) == encode_set(merged)) break;
-        cur = root_->compare_set(revoke_key(), cur, to_bytes(encode_set(merged)));
-      }
+      merge_rank_set(*root_, revoke_key(), std::set<int>(failed.begin(), failed.end()));
     } catch (const Error& e) {
       SINEW_WARN(kFt, "group '{}': could not publish the revoke: {}", name(), e.what());
     }
@@ -357,7 +351,7 @@ class NativeProcessGroup final : public ProcessGroup {
         if (revoked) continue;
         std::vector<int> failed;
         if (root_->check({revoke_key()})) {
-          auto set = decode_set(root_->get_string(revoke_key()));
+          auto set = decode_rank_set(root_->get_string(revoke_key()));
           failed.assign(set.begin(), set.end());
         } else {
           const auto now = Clock::now();
@@ -468,98 +462,6 @@ class NativeProcessGroup final : public ProcessGroup {
   TransportPtr net_;
   OpQueue queue_;  // last: its worker must stop before the engines go
 };
-
-std::string encode_set(const std::set<int>& s) {
-  return fmt::format("[{}]", fmt::join(s, ","));
-}
-
-std::set<int> decode_set(const std::string& text) {
-  std::set<int> out;
-  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
-    throw IoError(fmt::format("corrupt failed-set record in the store: '{}'", text));
-  std::string body = text.substr(1, text.size() - 2);
-  size_t pos = 0;
-  while (pos < body.size()) {
-    size_t end = body.find(',', pos);
-    if (end == std::string::npos) end = body.size();
-    out.insert(std::stoi(body.substr(pos, end - pos)));
-    pos = end + 1;
-  }
-  return out;
-}
-
-// Agreement through the job store (hosted by the launcher, so it outlives
-// any rank): survivors merge their failed sets into one record with
-// compare_set, then each acks the set it ended with. A survivor returns once
-// every rank outside its set acked exactly that set. A rank that dies after
-// acking leaves its ack behind, so all survivors still return the same set;
-// one that dies before acking is seen dead (or never acks) and joins the set,
-// which makes everyone go round again.
-std::vector<int> NativeProcessGroup::agree_on_failures(Deadline deadline) {
-  const std::string base = fmt::format("ft/e{}", epoch_);
-  const std::string key = base + "/failed";
-  std::set<int> failed = local_failed_view();
-  auto ack_key = [&](int r) { return fmt::format("{}/ack/{}", base, r); };
-  std::map<int, Clock::time_point> waiting_since;
-  for (;;) {
-    if (deadline.expired())
-      throw TimeoutError(fmt::format("agreement on failed ranks in group '{}' epoch {} did not finish; rank {} "
-                                     "had {}", name(), epoch_, rank(), encode_set(failed)));
-    // Merge mine into the shared record until it contains it.
-    Bytes cur = root_->compare_set(key, {}, to_bytes(encode_set(failed)));
-    for (;;) {
-      std::set<int> merged = decode_set(to_string(cur));
-      merged.insert(failed.begin(), failed.end());
-      if (to_string(cur) == encode_set(merged)) {
-        failed = merged;
-        break;
-      }
-      cur = root_->compare_set(key, cur, to_bytes(encode_set(merged)));
-    }
-    if (failed.count(rank()))
-      throw PeerLostError(fmt::format("rank {} was declared failed by its peers in group '{}' epoch {}", rank(),
-                                      name(), epoch_),
-                          {failed.begin(), failed.end()});
-    root_->set(ack_key(rank()), encode_set(failed));
-    // Wait for every survivor's ack.
-    bool changed = false;
-    for (int r = 0; r < size() && !changed; ++r) {
-      if (failed.count(r)) continue;
-      for (;;) {
-        if (root_->check({ack_key(r)})) {
-          std::set<int> theirs = decode_set(root_->get_string(ack_key(r)));
-          if (theirs != failed) {
-            // They saw more (or less, then they will catch up): take the union and go again.
-            failed.insert(theirs.begin(), theirs.end());
-            std::set<int> record = decode_set(root_->get_string(key));
-            failed.insert(record.begin(), record.end());
-            changed = true;
-          }
-          break;
-        }
-        auto now = Clock::now();
-        auto [it, fresh] = waiting_since.emplace(r, now);
-        const bool dead = shm_ready_.load() && !shm_->peer_alive(r);
-        if (dead || now - it->second > Millis(kAckTimeoutMs.get())) {
-          SINEW_WARN(kFt, "agreement in group '{}' epoch {}: rank {} {}; counting it as failed", name(), epoch_, r,
-                     dead ? "died" : "never acked");
-          failed.insert(r);
-          changed = true;
-          break;
-        }
-        if (deadline.expired()) break;
-        std::this_thread::sleep_for(Millis(1));
-      }
-    }
-    if (!changed) {
-      // All acks matched. Re-read the record: a newer, larger set means
-      // someone else is still deciding; they will see our ack differ.
-      std::set<int> record = decode_set(root_->get_string(key));
-      if (record == failed) return {failed.begin(), failed.end()};
-      failed.insert(record.begin(), record.end());
-    }
-  }
-}
 
 }  // namespace
 

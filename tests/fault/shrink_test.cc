@@ -153,6 +153,15 @@ TEST(Shrink, KilledRankOverUcxRevokesThroughTheStore) {
   expect_survivor(job, 3, 2, 3, "0,2,3");
 }
 
+// The gloo backend recovers the same way: agreement through the store, then
+// its context rebuilt in the next epoch's namespace.
+TEST(Shrink, GlooBackendRebuildsItsContextForTheSurvivors) {
+  Job job(3, {"--fail-rank", "1", "--at-step", "4", "--steps", "15"}, {"SINEW_BACKEND=gloo"});
+  job.wait(90s);
+  expect_survivor(job, 0, 0, 2, "0,2");
+  expect_survivor(job, 2, 1, 2, "0,2");
+}
+
 TEST(Shrink, StoppedRankIsDetectedByItsStalledHeartbeat) {
   Job job(3, {"--fail-rank", "1", "--at-step", "4", "--steps", "20", "--how", "stop"});
   job.wait(60s, /*skip=*/1);

@@ -10,6 +10,7 @@
 // (gloo's abortWait*), but a gloo collective in flight has no cancel: it runs
 // on the worker until its own timeout, so destroying an aborted group can
 // block that long.
+#include <fmt/ranges.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoallv.h>
@@ -29,9 +30,16 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <condition_variable>
+#include <map>
+#include <set>
+#include <thread>
+#include <sstream>
 
 #include "dist/backend_util.h"
+#include "dist/ft_agreement.h"
 #include "dist/op_queue.h"
+#include "dist/process_identity.h"
 #include "gloo_device.h"
 #include "gloo_store_adapter.h"
 #include "sinew/core/check.h"
@@ -86,16 +94,58 @@ uint8_t* bytes(const TensorView& t) { return static_cast<uint8_t*>(nonnull_data(
 
 class GlooProcessGroup final : public ProcessGroup {
  public:
-  GlooProcessGroup(StorePtr store, int rank, int size, std::string name, Millis timeout)
+  // `root` is the group's namespace; epoch e > 0 rebuilds the context under
+  // "<root>/e<e>" (PyTorch 2.14's Gloo recovery).
+  GlooProcessGroup(StorePtr root, int rank, int size, std::string name, Millis timeout, uint64_t epoch = 0)
       : ProcessGroup(rank, size, std::move(name), timeout),
-        store_(std::move(store)),
+        root_(root),
+        store_(epoch ? make_prefix_store(fmt::format("e{}", epoch), root) : root),
+        epoch_(epoch),
         queue_(std::make_unique<OpQueue>(fmt::format("gloo:{}", this->name()))) {
     queue_->post_init([this] { connect(); });
   }
 
+  uint64_t epoch() const override { return epoch_; }
+
+  // Failures surface as gloo connection errors (often without the rank);
+  // local ranks are checked by pid, the others by their acks.
+  std::vector<int> agree_on_failures(Deadline deadline) override {
+    auto seen_dead = [this](int r) { return peer_dead(r); };
+    std::set<int> failed;
+    {
+      std::lock_guard<std::mutex> g(failed_mu_);
+      failed = known_failed_;
+    }
+    for (int r = 0; r < size(); ++r)
+      if (r != rank() && peer_dead(r)) failed.insert(r);
+    return agree_on_failed_ranks({*root_, name(), epoch_, rank(), size(), seen_dead}, failed, deadline);
+  }
+
+  std::shared_ptr<ProcessGroup> reconfigure(Deadline deadline) override {
+    auto failed = agree_on_failures(deadline);
+    int new_rank = 0, n = 0;
+    for (int r = 0; r < size(); ++r) {
+      if (std::binary_search(failed.begin(), failed.end(), r)) continue;
+      if (r == rank()) new_rank = n;
+      ++n;
+    }
+    SINEW_WARN(kFt, "gloo group '{}' epoch {}: failed ranks {}; rank {} continues as rank {} of {}", name(), epoch_,
+               failed, rank(), new_rank, n);
+    return std::make_shared<GlooProcessGroup>(root_, new_rank, n, name(), timeout(), epoch_ + 1);
+  }
+
   // Wakes a send/recv in flight, so joining the worker is prompt unless a
   // collective is in flight (that one runs until its timeout).
-  ~GlooProcessGroup() override { abort("the process group was destroyed"); }
+  ~GlooProcessGroup() override {
+    {
+      std::lock_guard<std::mutex> g(watch_mu_);
+      watch_stop_ = true;
+    }
+    watch_cv_.notify_all();
+    abort("the process group was destroyed");
+    queue_.reset();  // joins the worker: connect() (which starts the watchdog) is over
+    if (watchdog_.joinable()) watchdog_.join();
+  }
 
   std::string backend_name() const override { return "gloo"; }
 
@@ -371,6 +421,10 @@ class GlooProcessGroup final : public ProcessGroup {
       rethrow_gloo_error(fmt::format("gloo group '{}' connecting rank {} of {}", name(), rank(), size()));
     }
     context_ = std::move(context);
+    // Who runs where, so the watchdog and agreement can check local peers' pids.
+    store_->set(fmt::format("proc/{}", rank()), fmt::format("{} {}", ::getpid(), host_identity()));
+    watched_context_ = context_;
+    watchdog_ = std::thread([this] { watch(); });
     SINEW_INFO(kInit, "gloo group '{}': rank {} of {} connected", name(), rank(), size());
   }
 
@@ -384,9 +438,19 @@ class GlooProcessGroup final : public ProcessGroup {
         throw TimeoutError(fmt::format("{} waited behind earlier operations past the group timeout "
                                        "({} ms)", what, timeout().count()));
       try {
-        body(std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline.remaining())));
-      } catch (...) {
-        rethrow_gloo_error(what);
+        try {
+          body(std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline.remaining())));
+        } catch (...) {
+          rethrow_gloo_error(what);
+        }
+      } catch (const PeerLostError& e) {
+        error_state_.store(ErrorState::kCommError);
+        std::lock_guard<std::mutex> g(failed_mu_);
+        known_failed_.insert(e.ranks().begin(), e.ranks().end());
+        throw;
+      } catch (const TimeoutError&) {
+        error_state_.store(ErrorState::kTimeout);
+        throw;
       }
     });
   }
@@ -404,7 +468,65 @@ class GlooProcessGroup final : public ProcessGroup {
     });
   }
 
+  // True when rank r runs on this host and its process is gone.
+  bool peer_dead(int r) {
+    pid_t pid = 0;
+    {
+      std::lock_guard<std::mutex> g(failed_mu_);
+      if (auto it = local_pids_.find(r); it != local_pids_.end()) pid = it->second;
+    }
+    if (pid == 0) {
+      const std::string key = fmt::format("proc/{}", r);
+      if (!store_->check({key})) return false;
+      std::istringstream in(store_->get_string(key));
+      std::string host;
+      in >> pid >> host;
+      if (host != host_identity()) pid = -1;  // remote: no pid evidence
+      std::lock_guard<std::mutex> g(failed_mu_);
+      local_pids_[r] = pid;
+    }
+    return pid > 0 && !process_alive(pid);
+  }
+
+  // Revoke: a local peer's death (pid) or another rank's revoke record in the
+  // store closes this rank's gloo connections, so an op in flight fails now
+  // with PeerLostError instead of at the gloo timeout.
+  void watch() {
+    const std::string key = fmt::format("ft/e{}/revoked", epoch_);
+    int round = 0;
+    std::unique_lock<std::mutex> lk(watch_mu_);
+    while (!watch_cv_.wait_for(lk, Millis(20), [&] { return watch_stop_; })) {
+      try {
+        std::set<int> failed;
+        for (int r = 0; r < size(); ++r)
+          if (r != rank() && peer_dead(r)) failed.insert(r);
+        if (failed.empty() && ++round % 10 == 0 && root_->check({key})) failed = decode_rank_set(root_->get_string(key));
+        if (failed.empty()) continue;
+        SINEW_WARN(kFt, "gloo group '{}' epoch {}: rank(s) {} failed; revoking", name(), epoch_, failed);
+        merge_rank_set(*root_, key, failed);
+        {
+          std::lock_guard<std::mutex> g(failed_mu_);
+          known_failed_.insert(failed.begin(), failed.end());
+        }
+        watched_context_->closeConnections();
+        return;
+      } catch (const std::exception& e) {
+        SINEW_WARN(kFt, "gloo group '{}': watchdog: {}", name(), e.what());
+      }
+    }
+  }
+
+  StorePtr root_;
   StorePtr store_;
+  uint64_t epoch_;
+  std::mutex failed_mu_;
+  std::set<int> known_failed_;
+  std::map<int, pid_t> local_pids_;  // rank -> pid on this host (-1: remote)
+  std::shared_ptr<gloo::rendezvous::Context> watched_context_;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;
+  std::thread watchdog_;
   // Tells this group object's handle from an earlier one's of the same rank.
   const std::string instance_ = fmt::format("{:016x}", std::random_device{}() * 0x9e3779b97f4a7c15ull);
   std::shared_ptr<gloo::rendezvous::Context> context_;  // set by connect(), used on the worker

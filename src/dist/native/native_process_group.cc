@@ -20,6 +20,7 @@
 
 #include "../ft_agreement.h"
 #include "../op_queue.h"
+#include "../process_identity.h"
 #include "net_collectives.h"
 #include "shm_collectives.h"
 #include "shm_engine.h"
@@ -52,16 +53,6 @@ const EnvParam<int64_t> kStoreHeartbeatMs{"SINEW_FT_STORE_HEARTBEAT_MS", 200,
 const EnvParam<std::string> kTransport{"SINEW_TRANSPORT", std::string("auto"),
                                        "auto (shared memory on one host, UCX between hosts), shm or ucx"};
 
-// Ranks share memory when they share a kernel boot and a pid namespace.
-std::string host_identity() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  struct stat st {};
-  ::stat("/proc/self/ns/pid", &st);
-  return fmt::format("{}|{}|{}", host, boot, static_cast<uint64_t>(st.st_ino));
-}
 
 class NativeProcessGroup final : public ProcessGroup {
  public:

@@ -1,5 +1,7 @@
 #include "shm_engine.h"
 
+#include "../process_identity.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <immintrin.h>
@@ -409,15 +411,7 @@ const uint8_t* ShmEngine::slot(int r) const {
 
 const OpDesc& ShmEngine::desc(int r) const { return header(r)->box[step_ & 1].desc; }
 
-bool ShmEngine::peer_alive(int r) const {
-  if (pids_[r] == ::getpid()) return true;
-  if (::kill(pids_[r], 0) != 0 && errno == ESRCH) return false;
-  // A killed child that its parent has not reaped yet still answers kill().
-  std::ifstream f(fmt::format("/proc/{}/stat", pids_[r]));
-  std::string pid, comm, state;
-  if (f >> pid >> comm >> state) return state != "Z" && state != "X";
-  return true;
-}
+bool ShmEngine::peer_alive(int r) const { return process_alive(pids_[r]); }
 
 void ShmEngine::revoke(const std::vector<int>& failed) {
   Header* h = header(rank_);

@@ -24,7 +24,7 @@ static int64_t now_ns() {
 }
 
 int main(int argc, char** argv) try {
-  int fail_rank = -1, at_step = -1, steps = 20;
+  int fail_rank = -1, at_step = -1, steps = 20, also_fail = -1;
   std::string how = "kill";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -32,6 +32,7 @@ int main(int argc, char** argv) try {
     else if (a == "--at-step") at_step = std::atoi(argv[i + 1]);
     else if (a == "--steps") steps = std::atoi(argv[i + 1]);
     else if (a == "--how") how = argv[i + 1];
+    else if (a == "--also-fail") also_fail = std::atoi(argv[i + 1]);  // dies as the agreement starts
   }
   InitOptions io;
   io.timeout = std::chrono::seconds(30);
@@ -51,6 +52,7 @@ int main(int argc, char** argv) try {
     try {
       pg->allreduce(TensorView::flat(v.data(), DType::kI64, 1000))->wait();
     } catch (const PeerLostError& e) {
+      if (orig == also_fail) ::raise(SIGKILL);
       if (detect_ms < 0 && store->check({"killed_at"}))
         detect_ms = (now_ns() - std::stoll(store->get_string("killed_at"))) / 1e6;
       auto failed = pg->agree_on_failures(Deadline::after(std::chrono::seconds(30)));

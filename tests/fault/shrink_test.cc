@@ -128,6 +128,16 @@ TEST(Shrink, KilledMiddleRankSurvivorsRenumberAndContinue) {
   expect_survivor(job, 3, 2, 3, "0,2,3");
 }
 
+// A second rank dies while the survivors agree on the first: every survivor
+// still ends with the same failed set, {1, 3}.
+TEST(Shrink, SecondDeathDuringAgreement) {
+  Job job(4, {"--fail-rank", "1", "--at-step", "5", "--steps", "20", "--also-fail", "3"});
+  job.wait(60s);
+  EXPECT_TRUE(WIFSIGNALED(job.rank(3).status));
+  expect_survivor(job, 0, 0, 2, "0,2");
+  expect_survivor(job, 2, 1, 2, "0,2");
+}
+
 TEST(Shrink, KilledLastRank) {
   Job job(3, {"--fail-rank", "2", "--at-step", "3", "--steps", "20"});
   job.wait(60s);

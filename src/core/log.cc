@@ -106,6 +106,9 @@ void set_log_sink(LogSink sink) {
 void set_log_rank(int rank) { config().rank.store(rank); }
 
 std::string log_prefix() {
+  // Under `sinew run` the launcher already puts "[host:rank]" on every line.
+  static const bool prefixed = getenv_opt("SINEW_LOG_PREFIXED").has_value();
+  if (prefixed) return {};
   static const std::string host = hostname();
   int rank = config().rank.load();
   if (rank >= 0) return fmt::format("[{}:{}]", host, rank);
@@ -129,8 +132,8 @@ void log_emit(LogLevel level, LogSubsys subsys, std::string message) {
     c.sink(rec);
     return;
   }
-  std::string line = fmt::format("{} sinew {} {}: {}\n", rec.prefix, log_level_name(level),
-                                 log_subsys_name(subsys), rec.message);
+  std::string line = fmt::format("{}{}sinew {} {}: {}\n", rec.prefix, rec.prefix.empty() ? "" : " ",
+                                 log_level_name(level), log_subsys_name(subsys), rec.message);
   // One write per line so lines from threads and processes do not interleave.
   (void)!::write(STDERR_FILENO, line.data(), line.size());
 }

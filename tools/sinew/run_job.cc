@@ -306,6 +306,7 @@ class Job {
     env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
     env["SINEW_STORE_TOKEN"] = token_;
     env["SINEW_STORE_HOSTED"] = "1";
+    env["SINEW_LOG_PREFIXED"] = "1";  // we prefix every line: the worker's log need not
     if (!c_.backend.empty()) env["SINEW_BACKEND"] = c_.backend;
     for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
     // A respawn continues its slot's log files.

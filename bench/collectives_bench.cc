@@ -22,6 +22,7 @@
 #include "sinew/dist/init.h"
 #include "sinew/dist/tcp_store.h"
 #include "bench_comm.h"
+#include "self_exe.h"
 
 extern char** environ;
 
@@ -142,14 +143,6 @@ int run_collectives_worker(const CollectivesConfig& cfg) {
 }
 
 namespace {
-
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) throw IoError("cannot resolve /proc/self/exe");
-  buf[n] = 0;
-  return buf;
-}
 
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
   std::vector<std::string> env_s;

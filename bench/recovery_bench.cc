@@ -34,6 +34,7 @@
 #include "sinew/core/log.h"
 #include "sinew/dist/init.h"
 #include "sinew/dist/tcp_store.h"
+#include "self_exe.h"
 
 extern char** environ;
 
@@ -197,14 +198,6 @@ int run_recovery_worker(const RecoveryConfig& cfg) {
 }
 
 namespace {
-
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) throw IoError("cannot resolve /proc/self/exe");
-  buf[n] = 0;
-  return buf;
-}
 
 // The ranks of one group, started with sinew run's worker environment. The
 // destructor SIGKILLs and reaps whatever is still running.

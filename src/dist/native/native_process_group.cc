@@ -54,6 +54,19 @@ const EnvParam<std::string> kTransport{"SINEW_TRANSPORT", std::string("auto"),
                                        "auto (shared memory on one host, UCX between hosts), shm or ucx"};
 
 
+// Joiner ids travel as one ";"-separated list (empty entries ignored).
+std::vector<std::string> split_ids(const std::string& list) {
+  std::vector<std::string> ids;
+  size_t pos = 0;
+  while (pos < list.size()) {
+    size_t end = list.find(';', pos);
+    if (end == std::string::npos) end = list.size();
+    if (end > pos) ids.push_back(list.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return ids;
+}
+
 class NativeProcessGroup final : public ProcessGroup {
  public:
   // `root` is the group's namespace in the job store; each epoch works
@@ -128,15 +141,7 @@ class NativeProcessGroup final : public ProcessGroup {
         if (now == to_bytes(";")) break;
         pending = now;
       }
-      std::string list = to_string(pending);
-      std::vector<std::string> ids;
-      size_t pos = 0;
-      while (pos < list.size()) {
-        size_t end = list.find(';', pos);
-        if (end == std::string::npos) end = list.size();
-        if (end > pos) ids.push_back(list.substr(pos, end - pos));
-        pos = end + 1;
-      }
+      std::vector<std::string> ids = split_ids(to_string(pending));
       for (size_t i = 0; i < ids.size(); ++i)
         root_->set("join/admitted/" + ids[i],
                    fmt::format("{} {} {}", epoch_ + 1, survivors + static_cast<int>(i), survivors + ids.size()));
@@ -144,16 +149,7 @@ class NativeProcessGroup final : public ProcessGroup {
       return ids;
     }
     wait_keys(*root_, {admitted_key}, deadline, &aborted_);
-    std::string list = root_->get_string(admitted_key);
-    std::vector<std::string> ids;
-    size_t pos = 0;
-    while (pos < list.size()) {
-      size_t end = list.find(';', pos);
-      if (end == std::string::npos) end = list.size();
-      if (end > pos) ids.push_back(list.substr(pos, end - pos));
-      pos = end + 1;
-    }
-    return ids;
+    return split_ids(root_->get_string(admitted_key));
   }
 
   std::string backend_name() const override { return "sinew"; }

@@ -10,14 +10,16 @@ OpQueue::OpQueue(std::string name) : name_(std::move(name)) {
   thread_ = std::thread([this] { loop(); });
 }
 
-OpQueue::~OpQueue() {
+OpQueue::~OpQueue() { shutdown(); }
+
+void OpQueue::shutdown() {
   abort(Status(ErrorCode::kAborted, "process group destroyed with operations pending"));
   {
     std::lock_guard<std::mutex> g(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void OpQueue::post(WorkPtr work, Task task) {

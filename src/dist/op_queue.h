@@ -22,7 +22,10 @@ class OpQueue {
   using Task = std::function<void()>;  // throws on failure
 
   explicit OpQueue(std::string name);
-  ~OpQueue();  // aborts what is pending, then joins the worker
+  ~OpQueue();  // shutdown()
+  // Aborts what is pending and joins the worker (the running task first ends);
+  // idempotent. Owners call it before tearing down what tasks use.
+  void shutdown();
   OpQueue(const OpQueue&) = delete;
   OpQueue& operator=(const OpQueue&) = delete;
 

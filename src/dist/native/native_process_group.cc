@@ -93,15 +93,16 @@ class NativeProcessGroup final : public ProcessGroup {
       watch_stop_ = true;
     }
     watch_cv_.notify_all();
+    if (net_ready_.load()) net_->abort();
+    queue_.shutdown();  // init (which starts the watchdog) is over after this
     if (watchdog_.joinable()) watchdog_.join();
     if (shm_ready_.load()) shm_->depart();
-    if (net_) {
+    if (net_ready_.load()) {
       try {  // a clean departure is not a failure for the store heartbeat either
         root_->set(fmt::format("ft/e{}/left/{}", epoch_, rank()), "1");
       } catch (const Error&) {
       }
     }
-    if (net_) net_->abort();
   }
 
   uint64_t epoch() const override { return epoch_; }
@@ -171,7 +172,7 @@ class NativeProcessGroup final : public ProcessGroup {
   void abort(const std::string& reason) override {
     run_abort_hooks(reason);
     aborted_.store(true);
-    if (net_) net_->abort();
+    if (net_ready_.load()) net_->abort();
     queue_.abort(Status(ErrorCode::kAborted,
                         fmt::format("process group '{}' (rank {}) aborted: {}", name(), rank(), reason)));
   }
@@ -429,6 +430,7 @@ class NativeProcessGroup final : public ProcessGroup {
       watchdog_ = std::thread([this] { watch(); });
     } else {
       net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline);
+      net_ready_.store(true);
       watchdog_ = std::thread([this] { watch_store(); });
     }
     SINEW_INFO(kInit, "group '{}' ready: rank {}/{} over {}", name(), rank(), size(), choice);
@@ -439,6 +441,7 @@ class NativeProcessGroup final : public ProcessGroup {
   uint64_t epoch_;
   std::string transport_choice_;
   std::atomic<bool> shm_ready_{false};
+  std::atomic<bool> net_ready_{false};
   std::mutex failed_mu_;
   std::set<int> known_failed_;
   std::mutex watch_mu_;

@@ -67,9 +67,15 @@ TEST(ReconfigureLeaks, ThousandCyclesLeaveNoFdsSegmentsOrMemory) {
   });
   EXPECT_LE(count_entries("/proc/self/fd"), fds_before) << "file descriptors leaked";
   EXPECT_EQ(count_entries("/dev/shm", "sinew-"), shm_before) << "shared-memory segments leaked";
+#ifndef __SANITIZE_ADDRESS__
   // The job store grows by a few keys per epoch (agreement records); a leaked
-  // group would hold megabytes of mapped segments per cycle.
+  // group would hold megabytes of mapped segments per cycle. (Under ASan the
+  // allocator's quarantine inflates RSS by design; LeakSanitizer checks leaks
+  // at exit there instead.)
   EXPECT_LT(rss_kib() - rss_warm, 64 * 1024) << "RSS grew by more than 64 MiB over " << kCycles << " cycles";
+#else
+  (void)rss_warm;
+#endif
 }
 
 }  // namespace

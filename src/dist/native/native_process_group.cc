@@ -124,8 +124,12 @@ class NativeProcessGroup final : public ProcessGroup {
     const int new_rank = static_cast<int>(std::find(survivors.begin(), survivors.end(), rank()) - survivors.begin());
     const auto joiners = admit_joiners(new_rank == 0, static_cast<int>(survivors.size()), deadline);
     const int new_size = static_cast<int>(survivors.size() + joiners.size());
-    SINEW_WARN(kFt, "group '{}' epoch {}: failed ranks {}, {} joiner(s); rank {} continues as rank {} of {} in epoch {}",
-               name(), epoch_, failed, joiners.size(), rank(), new_rank, new_size, epoch_ + 1);
+    // A change of membership is worth a warning; a plain epoch bump is not.
+    if (!failed.empty() || !joiners.empty())
+      SINEW_WARN(kFt, "group '{}' epoch {}: failed ranks {}, {} joiner(s); rank {} continues as rank {} of {} in epoch {}",
+                 name(), epoch_, failed, joiners.size(), rank(), new_rank, new_size, epoch_ + 1);
+    else
+      SINEW_INFO(kFt, "group '{}': epoch {} -> {} with the same {} ranks", name(), epoch_, epoch_ + 1, new_size);
     return std::make_shared<NativeProcessGroup>(root_, new_rank, new_size, name(), timeout(), transport_choice_,
                                                 epoch_ + 1);
   }

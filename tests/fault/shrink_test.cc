@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -177,6 +179,39 @@ TEST(Shrink, StoppedRankIsDetectedByItsStalledHeartbeat) {
   job.wait(60s, /*skip=*/1);
   expect_survivor(job, 0, 0, 2, "0,2");
   expect_survivor(job, 2, 1, 2, "0,2");
+}
+
+// Seeded random trials: world size, victim, step and kind of failure drawn
+// from SINEW_FT_SEED (default 1); SINEW_FT_TRIALS trials (default 4 in CI;
+// run with e.g. SINEW_FT_TRIALS=1000 outside CI). Every trial must finish
+// with no hang and every survivor must report the same membership.
+TEST(Shrink, SeededRandomTrials) {
+  const char* t = std::getenv("SINEW_FT_TRIALS");
+  const char* sd = std::getenv("SINEW_FT_SEED");
+  const int trials = t ? std::atoi(t) : 4;
+  std::mt19937 gen(sd ? static_cast<uint32_t>(std::atoi(sd)) : 1u);
+  for (int trial = 0; trial < trials; ++trial) {
+    const int world = std::uniform_int_distribution<int>(2, 4)(gen);
+    const int victim = std::uniform_int_distribution<int>(0, world - 1)(gen);
+    // From step 1: the group has formed. A rank dying during init is not a
+    // recoverable failure yet (survivors' init times out; see the issue note).
+    const int step = std::uniform_int_distribution<int>(1, 12)(gen);
+    const bool stop = std::uniform_int_distribution<int>(0, 4)(gen) == 0;  // 1 in 5: SIGSTOP
+    SCOPED_TRACE(fmt::format("trial {}: world {} victim {} step {} {}", trial, world, victim, step,
+                             stop ? "SIGSTOP" : "SIGKILL"));
+    Job job(world, {"--fail-rank", std::to_string(victim), "--at-step", std::to_string(step), "--steps", "15",
+                    "--how", stop ? "stop" : "kill"});
+    job.wait(60s, stop ? victim : -1);
+    std::string members;
+    for (int r = 0; r < world; ++r)
+      if (r != victim) members += (members.empty() ? "" : ",") + std::to_string(r);
+    int new_rank = 0;
+    for (int r = 0; r < world; ++r) {
+      if (r == victim) continue;
+      expect_survivor(job, r, new_rank++, world - 1, members);
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
 }
 
 }  // namespace

@@ -153,14 +153,7 @@ void recursive_doubling_allreduce(const Call& c, uint8_t* data, int64_t n, DType
 }
 
 OpDesc desc(const Call& c, OpKind k, DType dt, int64_t count, int root, ReduceKind redop) {
-  OpDesc d;
-  d.seq = c.seq;
-  d.kind = static_cast<uint32_t>(k);
-  d.dtype = static_cast<uint32_t>(dt);
-  d.count = count;
-  d.root = root;
-  d.redop = static_cast<uint32_t>(redop);
-  return d;
+  return make_desc(c.seq, k, dt, count, root, redop);
 }
 
 }  // namespace

@@ -28,13 +28,7 @@ uint8_t* bytes_of(const TensorView& t) { return static_cast<uint8_t*>(t.data());
 OpDesc& begin(const Call& c, OpKind kind, DType dtype, int64_t count, int root, ReduceKind redop) {
   c.engine.check_usable();
   OpDesc& d = c.engine.my_next_desc();
-  d.seq = c.seq;
-  d.kind = static_cast<uint32_t>(kind);
-  d.dtype = static_cast<uint32_t>(dtype);
-  d.count = count;
-  d.root = root;
-  d.redop = static_cast<uint32_t>(redop);
-  d.more = 0;
+  d = make_desc(c.seq, kind, dtype, count, root, redop);
   return d;
 }
 

@@ -75,6 +75,17 @@ const char* op_kind_name(OpKind k) {
   return "unknown";
 }
 
+OpDesc make_desc(uint64_t seq, OpKind kind, DType dtype, int64_t count, int root, ReduceKind redop) {
+  OpDesc d;
+  d.seq = seq;
+  d.kind = static_cast<uint32_t>(kind);
+  d.dtype = static_cast<uint32_t>(dtype);
+  d.count = count;
+  d.root = root;
+  d.redop = static_cast<uint32_t>(redop);
+  return d;
+}
+
 std::string describe(const OpDesc& d) {
   std::string s = fmt::format("{} seq {} dtype {} count {}", op_kind_name(static_cast<OpKind>(d.kind)), d.seq,
                               dtype_name(static_cast<DType>(d.dtype)), d.count);

@@ -21,6 +21,7 @@
 
 #include "sinew/core/deadline.h"
 #include "sinew/core/error.h"
+#include "sinew/dist/reduce_op.h"
 #include "sinew/dist/store.h"
 #include "sinew/dist/transport.h"
 #include "shm_segment.h"
@@ -49,6 +50,8 @@ enum class OpKind : uint32_t {
   kBarrier,
 };
 const char* op_kind_name(OpKind k);
+// The descriptor of one collective, as both engines exchange it.
+OpDesc make_desc(uint64_t seq, OpKind kind, DType dtype, int64_t count, int root, ReduceKind redop);
 std::string describe(const OpDesc& d);
 
 // Spins, then yields, then sleeps; checks the deadline, the abort flag and

@@ -397,7 +397,9 @@ class NativeProcessGroup final : public ProcessGroup {
           last[r] = hb;
           changed[r] = now;
         }
-        if (!shm_->peer_alive(r) || now - changed[r] > stall) failed.push_back(r);
+        // departed() again after a dead pid: a peer may depart and exit
+        // between the first look and the liveness check.
+        if ((!shm_->peer_alive(r) && !shm_->departed(r)) || now - changed[r] > stall) failed.push_back(r);
       }
       if (!failed.empty()) {
         SINEW_WARN(kFt, "group '{}' epoch {}: rank(s) {} failed (process gone or heartbeat stalled for {} ms); "

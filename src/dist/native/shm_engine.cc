@@ -2,6 +2,8 @@
 
 #include "../process_identity.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <immintrin.h>
@@ -182,7 +184,13 @@ class ShmEngine::P2P final : public Transport {
       }
       if ((backoff.rounds() & 63) == 0) {
         try {
-          e_->check_progress(deadline, awaited, "point-to-point");
+          e_->check_progress(deadline, awaited, "point-to-point", [&] {
+            progress();
+            std::vector<int> v;
+            for (const auto& r : requests)
+              if (auto* q = static_cast<Req*>(r.get()); !q->finished) v.push_back(q->peer);
+            return v;
+          });
         } catch (...) {
           fail_all(Status::from_current_exception());
           throw;
@@ -477,7 +485,8 @@ void ShmEngine::check_usable() {
   fail_if_revoked();
 }
 
-void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaited, const char* what) {
+void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaited, const char* what,
+                               const std::function<std::vector<int>()>& still_awaited) {
   if (abort_flag_ && abort_flag_->load(std::memory_order_relaxed)) {
     fail(Status(ErrorCode::kAborted, fmt::format("{} aborted (the group was aborted)", what)));
     broken_.throw_if_error();
@@ -489,7 +498,18 @@ void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaite
     std::vector<int> dead, left;
     for (int r : awaited) {
       if (departed(r)) left.push_back(r);
-      else if (!peer_alive(r)) dead.push_back(r);
+      else if (!peer_alive(r)) (departed(r) ? left : dead).push_back(r);  // it may depart, then exit, in between
+    }
+    if ((!dead.empty() || !left.empty()) && still_awaited) {
+      // `awaited` was read before the liveness check: a peer may have posted
+      // what we wait for and then exited. A gone peer posts nothing more, so
+      // one fresh look is conclusive.
+      auto now_awaited = still_awaited();
+      auto keep = [&](std::vector<int>& v) {
+        std::erase_if(v, [&](int r) { return std::find(now_awaited.begin(), now_awaited.end(), r) == now_awaited.end(); });
+      };
+      keep(dead);
+      keep(left);
     }
     if (!left.empty()) {  // a clean departure: our error, not a group failure
       fail(Status(ErrorCode::kPeerLost,
@@ -530,10 +550,13 @@ void ShmEngine::step(Deadline deadline, const char* what) {
     Backoff backoff;
     while (peer_step.load(std::memory_order_acquire) < next) {
       if ((backoff.rounds() & 63) == 63) {
-        std::vector<int> awaited;
-        for (int q = r; q < size_; ++q)
-          if (q != rank_ && header(q)->box[parity].step.load(std::memory_order_acquire) < next) awaited.push_back(q);
-        check_progress(deadline, awaited, what);
+        auto lagging = [&] {
+          std::vector<int> v;
+          for (int q = r; q < size_; ++q)
+            if (q != rank_ && header(q)->box[parity].step.load(std::memory_order_acquire) < next) v.push_back(q);
+          return v;
+        };
+        check_progress(deadline, lagging(), what, lagging);
       }
       backoff.pause();
     }

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -124,7 +125,11 @@ class ShmEngine {
   void check_usable();
   // Throws if a peer died, the deadline passed or abort was requested.
   // `awaited` are the ranks being waited on, for the message.
-  void check_progress(Deadline deadline, const std::vector<int>& awaited, const char* what);
+  // Fails (throws) on abort, revoke, a dead or departed awaited peer, or the
+  // deadline. `still_awaited` re-reads who is awaited after a peer is seen
+  // gone, so a peer that posted and then exited is not blamed.
+  void check_progress(Deadline deadline, const std::vector<int>& awaited, const char* what,
+                      const std::function<std::vector<int>()>& still_awaited = {});
 
  private:
   struct Header;

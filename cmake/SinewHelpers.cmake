@@ -33,6 +33,9 @@ function(sinew_add_test name)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
+  # Flight Recorder dumps from failure tests land in the build tree, not /tmp.
+  file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/fr-dumps)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT})
+    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
+    ENVIRONMENT "SINEW_FR_DUMP_TEMP_FILE=${PROJECT_BINARY_DIR}/fr-dumps/${name}_rank_")
 endfunction()

@@ -6,6 +6,11 @@
 //   mpirun -np 2 build/release/bin/collectives_demo --backend mpi
 //
 // Exits non-zero if any check fails on any rank.
+//
+// A hang to diagnose: `--skip 1:5 --timeout 5` makes rank 1 skip its
+// allreduce at training step 5 (as if a branch sent it elsewhere); the others
+// wait for it until the 5 s timeout, every rank dumps its Flight Recorder,
+// and `sinew fr analyze /tmp` names the collective and the missing rank.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -30,6 +35,10 @@ struct Args {
   std::string backend;
   int64_t bw_bytes = 16 << 20;
   int iters = 10;
+  int steps = 10;
+  int skip_rank = -1;
+  int skip_step = -1;
+  double timeout_s = 120;
 };
 
 Args parse(int argc, char** argv) {
@@ -43,11 +52,22 @@ Args parse(int argc, char** argv) {
     if (s == "--backend") a.backend = next();
     else if (s == "--bw-bytes") a.bw_bytes = std::stoll(next());
     else if (s == "--iters") a.iters = std::stoi(next());
-    else if (s == "--help" || s == "-h") {
-      fmt::print("usage: collectives_demo [--backend sinew|gloo|mpi] [--bw-bytes N] [--iters N]\n");
+    else if (s == "--steps") a.steps = std::stoi(next());
+    else if (s == "--timeout") {
+      a.timeout_s = std::stod(next());
+      if (!(a.timeout_s > 0)) throw InvalidArgument::make("--timeout", fmt::format("{}", a.timeout_s), "seconds > 0");
+    } else if (s == "--skip") {
+      std::string v = next();
+      auto colon = v.find(':');
+      if (colon == std::string::npos) throw InvalidArgument::make("--skip", v, "RANK:STEP, e.g. 1:5");
+      a.skip_rank = std::stoi(v.substr(0, colon));
+      a.skip_step = std::stoi(v.substr(colon + 1));
+    } else if (s == "--help" || s == "-h") {
+      fmt::print("usage: collectives_demo [--backend sinew|gloo|mpi] [--bw-bytes N] [--iters N] [--steps N]\n"
+                 "                        [--skip RANK:STEP] [--timeout SECONDS]\n");
       std::exit(0);
     } else {
-      throw InvalidArgument::make("argument", s, "--backend, --bw-bytes or --iters");
+      throw InvalidArgument::make("argument", s, "--backend, --bw-bytes, --iters, --steps, --skip or --timeout");
     }
   }
   return a;
@@ -90,11 +110,34 @@ int main(int argc, char** argv) try {
   Args args = parse(argc, argv);
   InitOptions io;
   io.backend = args.backend;
-  io.timeout = std::chrono::seconds(120);
+  io.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
   auto pg = init_process_group(io);
   pg->wait_ready(Deadline::after(std::chrono::seconds(120)));
   const int W = pg->size(), me = pg->rank();
   if (me == 0) fmt::print("collectives_demo: {} ranks, backend {}\n", W, pg->backend_name());
+  if (args.skip_rank >= W)
+    throw InvalidArgument::make("--skip", fmt::format("rank {}", args.skip_rank), fmt::format("a rank < {}", W));
+
+  // Training steps: one gradient allreduce each.
+  std::vector<float> grad(4096);
+  for (int step = 0; step < args.steps; ++step) {
+    if (me == args.skip_rank && step == args.skip_step) {
+      fmt::print(stderr, "rank {}: skipping the allreduce of step {} (--skip)\n", me, step);
+      // Off to other work (say, a checkpoint) that the others never see;
+      // the launcher stops this rank once the others have timed out.
+      try {
+        job_store()->wait({"collectives_demo/never"},
+                          std::chrono::milliseconds(static_cast<int64_t>((args.timeout_s + 30) * 1000)));
+      } catch (const TimeoutError&) {
+      }
+      return 1;
+    }
+    std::fill(grad.begin(), grad.end(), static_cast<float>(me + step));
+    pg->allreduce(f32(grad))->wait();
+    const float want = static_cast<float>(W) * (W - 1) / 2 + static_cast<float>(W) * step;
+    if (grad[0] != want) throw InternalError(fmt::format("step {}: allreduce gave {}, expected {}", step, grad[0], want));
+  }
+  if (me == 0) fmt::print("  {:<34} ok\n", fmt::format("{} training steps", args.steps));
   Checker c(*pg);
   const int64_t n = 1000;
 

@@ -28,8 +28,8 @@ Error::Error(ErrorCode code, const std::string& message)
 
 PeerLostError::PeerLostError(const std::string& message, std::vector<int> ranks)
     : RecoverableError(ErrorCode::kPeerLost, message), ranks_(std::move(ranks)) {}
-TimeoutError::TimeoutError(const std::string& message)
-    : RecoverableError(ErrorCode::kTimeout, message) {}
+TimeoutError::TimeoutError(const std::string& message, std::vector<int> awaited)
+    : RecoverableError(ErrorCode::kTimeout, message), awaited_(std::move(awaited)) {}
 AbortedError::AbortedError(const std::string& message)
     : RecoverableError(ErrorCode::kAborted, message) {}
 IoError::IoError(const std::string& message) : RecoverableError(ErrorCode::kIoError, message) {}
@@ -48,6 +48,8 @@ Status Status::from_current_exception() {
   try {
     throw;
   } catch (const PeerLostError& e) {
+    return Status(e.code(), e.what(), e.ranks());
+  } catch (const TimeoutError& e) {
     return Status(e.code(), e.what(), e.ranks());
   } catch (const Error& e) {
     return Status(e.code(), e.what());
@@ -72,7 +74,7 @@ void Status::throw_if_error() const {
 void throw_error(ErrorCode code, const std::string& message, std::vector<int> ranks) {
   switch (code) {
     case ErrorCode::kPeerLost: throw PeerLostError(message, std::move(ranks));
-    case ErrorCode::kTimeout: throw TimeoutError(message);
+    case ErrorCode::kTimeout: throw TimeoutError(message, std::move(ranks));
     case ErrorCode::kAborted: throw AbortedError(message);
     case ErrorCode::kIoError: throw IoError(message);
     case ErrorCode::kInvalidArgument: throw InvalidArgument(message);

@@ -1,5 +1,7 @@
 #include "sinew/dist/init.h"
 
+#include "sinew/dist/flight_recorder.h"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -227,6 +229,7 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
   }
   std::lock_guard<std::mutex> lock(state().mu);
   state().job_store = store;
+  watch_flight_recorder_requests(store);
   return group;
 }
 

@@ -122,6 +122,7 @@ void OpQueue::loop() {
     Status status;
     {
       std::lock_guard<std::mutex> exec(exec_mu_);  // after any inline op in flight
+      if (item.work) item.work->mark_started();
       try {
         item.task();
       } catch (...) {

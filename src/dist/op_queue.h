@@ -40,6 +40,7 @@ class OpQueue {
   template <class F>
   bool try_run_inline(const WorkPtr& work, F&& task) {
     if (!begin_inline()) return false;
+    work->mark_started();
     Status status;
     try {
       task();

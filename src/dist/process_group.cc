@@ -106,15 +106,117 @@ ProcessGroup::ProcessGroup(int rank, int size, std::string name, Millis timeout)
 
 ProcessGroup::~ProcessGroup() = default;
 
-WorkPtr ProcessGroup::new_work(const char* op, bool p2p) {
+WorkPtr ProcessGroup::new_work(const char* op, std::span<const TensorView> inputs,
+                               std::span<const TensorView> outputs, bool p2p, int peer) {
   uint64_t seq = p2p ? ++p2p_seq_ : ++coll_seq_;
-  return std::make_shared<Work>(op, seq, Deadline::after(timeout_));
+  auto work = std::make_shared<Work>(op, seq, Deadline::after(timeout_));
+  work->set_op_literal(op);
+  const HookSet* hooks = hookset();
+  work->attach_hooks(hooks);  // also names the group in the op's timeout and peer-lost errors
+  for (const auto& h : hooks->hooks) h->on_enqueue(*work, p2p, peer, inputs, outputs);
+  return work;
+}
+
+const char* group_event_name(GroupEvent e) {
+  switch (e) {
+    case GroupEvent::kCreate: return "create";
+    case GroupEvent::kSplit: return "split";
+    case GroupEvent::kReconfigure: return "reconfigure";
+    case GroupEvent::kAbort: return "abort";
+    case GroupEvent::kRevoke: return "revoke";
+  }
+  return "?";
+}
+
+namespace {
+std::mutex& factories_mu() {
+  static std::mutex m;
+  return m;
+}
+std::vector<HooksFactory>& factories() {
+  static std::vector<HooksFactory> f;
+  return f;
+}
+}  // namespace
+
+void register_hooks_factory(HooksFactory factory) {
+  std::lock_guard<std::mutex> g(factories_mu());
+  factories().push_back(std::move(factory));
+}
+
+void install_flight_recorder();  // flight_recorder.cc
+
+GroupInfo ProcessGroup::group_info() { return hookset()->group; }
+
+void ProcessGroup::set_trace_identity(std::string desc, std::vector<int> job_ranks) {
+  std::lock_guard<std::mutex> g(hookset_mu_);
+  trace_desc_ = std::move(desc);
+  trace_job_ranks_ = std::move(job_ranks);
+}
+
+const HookSet* ProcessGroup::hookset() {
+  if (const HookSet* h = hookset_.load(std::memory_order_acquire)) return h;
+  install_flight_recorder();
+  const HookSet* made = nullptr;
+  {
+    std::lock_guard<std::mutex> g(hookset_mu_);
+    if (const HookSet* h = hookset_.load(std::memory_order_acquire)) return h;
+    auto set = std::make_unique<HookSet>();
+    GroupInfo& info = set->group;
+    info.epoch = epoch();
+    info.pg_id = fmt::format("{}@e{}", name_, info.epoch);
+    info.name = name_;
+    info.desc = !trace_desc_.empty() ? trace_desc_ : (name_ == "default" ? "default_pg" : "user group");
+    info.backend = backend_name();
+    info.rank = rank_;
+    info.size = size_;
+    info.timeout_ms = timeout_.count();
+    info.ranks = trace_job_ranks_;
+    if (info.ranks.empty() && info.epoch == 0 && trace_desc_.empty()) {
+      // A group made straight from the launcher's environment spans the job.
+      info.ranks.resize(size_);
+      std::iota(info.ranks.begin(), info.ranks.end(), 0);
+    }
+    std::vector<HooksFactory> fs;
+    {
+      std::lock_guard<std::mutex> fg(factories_mu());
+      fs = factories();
+    }
+    for (auto& f : fs)
+      if (auto h = f(info)) set->hooks.push_back(std::move(h));
+    made = set.get();
+    hooksets_.push_back(std::move(set));
+    hookset_.store(made, std::memory_order_release);
+  }
+  for (const auto& h : made->hooks) h->on_event(GroupEvent::kCreate, made->group.desc);
+  return made;
+}
+
+void ProcessGroup::add_hooks(std::shared_ptr<ProcessGroupHooks> hooks) {
+  SINEW_ARG_CHECK(hooks != nullptr, "hooks", "nullptr", "a hooks object");
+  hookset();  // built first, so the new set extends it
+  std::lock_guard<std::mutex> g(hookset_mu_);
+  auto set = std::make_unique<HookSet>(*hookset_.load());
+  set->hooks.push_back(std::move(hooks));
+  hookset_.store(set.get(), std::memory_order_release);
+  hooksets_.push_back(std::move(set));
+}
+
+void ProcessGroup::trace_event(GroupEvent event, const std::string& detail) {
+  const HookSet* set = hookset();
+  for (const auto& h : set->hooks) {
+    try {
+      h->on_event(event, detail);
+    } catch (const std::exception& e) {
+      SINEW_WARN(kColl, "a process-group hook failed on event {}: {}", group_event_name(event), e.what());
+    }
+  }
 }
 
 WorkPtr ProcessGroup::allreduce(const TensorView& t, const ReduceOp& op) {
   check_cpu(t, "tensor");
   check_reduce_op(op, t.dtype());
-  auto work = new_work("allreduce");
+  auto work = new_work("allreduce", {&t, 1}, {&t, 1});
   Staged s = stage(t, true);
   unstage_on_complete(work, t, s);
   do_allreduce(work, s.view, op);
@@ -124,7 +226,7 @@ WorkPtr ProcessGroup::allreduce(const TensorView& t, const ReduceOp& op) {
 WorkPtr ProcessGroup::broadcast(const TensorView& t, int root) {
   check_cpu(t, "tensor");
   check_root(root, size_);
-  auto work = new_work("broadcast");
+  auto work = new_work("broadcast", {&t, 1}, {&t, 1});
   Staged s = stage(t, rank_ == root);
   unstage_on_complete(work, t, s);
   do_broadcast(work, s.view, root);
@@ -135,7 +237,7 @@ WorkPtr ProcessGroup::reduce(const TensorView& t, int root, const ReduceOp& op) 
   check_cpu(t, "tensor");
   check_root(root, size_);
   check_reduce_op(op, t.dtype());
-  auto work = new_work("reduce");
+  auto work = new_work("reduce", {&t, 1}, {&t, 1});
   Staged s = stage(t, true);
   if (rank_ == root) unstage_on_complete(work, t, s);
   else keep_alive(work, s);
@@ -146,7 +248,7 @@ WorkPtr ProcessGroup::reduce(const TensorView& t, int root, const ReduceOp& op) 
 WorkPtr ProcessGroup::allgather(const std::vector<TensorView>& outputs, const TensorView& input) {
   check_cpu(input, "input");
   check_list(outputs, size_, input, "outputs");
-  auto work = new_work("allgather");
+  auto work = new_work("allgather", {&input, 1}, outputs);
   Staged in = stage(input, true);
   keep_alive(work, in);
   Staged out = concat(outputs, input.dtype(), input.numel(), false);
@@ -169,7 +271,7 @@ WorkPtr ProcessGroup::allgather_into_tensor(const TensorView& output, const Tens
   SINEW_ARG_CHECK(output.numel() == input.numel() * size_, "output.numel", output.numel(),
                   fmt::format("{} (world size {} x input numel {})", input.numel() * size_, size_,
                               input.numel()));
-  auto work = new_work("allgather_into_tensor");
+  auto work = new_work("allgather_into_tensor", {&input, 1}, {&output, 1});
   Staged in = stage(input, true);
   keep_alive(work, in);
   Staged out = stage(output, false);
@@ -182,7 +284,7 @@ WorkPtr ProcessGroup::gather(const std::vector<TensorView>& outputs, const Tenso
   check_cpu(input, "input");
   check_root(root, size_);
   if (rank_ == root) check_list(outputs, size_, input, "outputs");
-  auto work = new_work("gather");
+  auto work = new_work("gather", {&input, 1}, outputs);
   Staged in = stage(input, true);
   keep_alive(work, in);
   TensorView outv;
@@ -206,7 +308,7 @@ WorkPtr ProcessGroup::scatter(const TensorView& output, const std::vector<Tensor
   check_cpu(output, "output");
   check_root(root, size_);
   if (rank_ == root) check_list(inputs, size_, output, "inputs");
-  auto work = new_work("scatter");
+  auto work = new_work("scatter", inputs, {&output, 1});
   Staged out = stage(output, false);
   unstage_on_complete(work, output, out);
   TensorView inv;
@@ -224,7 +326,7 @@ WorkPtr ProcessGroup::reduce_scatter(const TensorView& output, const std::vector
   check_cpu(output, "output");
   check_reduce_op(op, output.dtype());
   check_list(inputs, size_, output, "inputs");
-  auto work = new_work("reduce_scatter");
+  auto work = new_work("reduce_scatter", inputs, {&output, 1});
   Staged in = concat(inputs, output.dtype(), output.numel(), true);
   keep_alive(work, in);
   Staged out = stage(output, false);
@@ -242,7 +344,7 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(const TensorView& output, const Tens
   SINEW_ARG_CHECK(input.numel() == output.numel() * size_, "input.numel", input.numel(),
                   fmt::format("{} (world size {} x output numel {})", output.numel() * size_, size_,
                               output.numel()));
-  auto work = new_work("reduce_scatter_tensor");
+  auto work = new_work("reduce_scatter_tensor", {&input, 1}, {&output, 1});
   Staged in = stage(input, true);
   keep_alive(work, in);
   Staged out = stage(output, false);
@@ -281,7 +383,8 @@ WorkPtr ProcessGroup::all_to_all_v(const TensorView& output, const TensorView& i
   };
   auto out_splits = splits(output_split_sizes, output, "output");
   auto in_splits = splits(input_split_sizes, input, "input");
-  auto work = new_work(output_split_sizes.empty() && input_split_sizes.empty() ? "all_to_all" : "all_to_all_v");
+  auto work = new_work(output_split_sizes.empty() && input_split_sizes.empty() ? "all_to_all" : "all_to_all_v",
+                       {&input, 1}, {&output, 1});
   Staged in = stage(input, true);
   keep_alive(work, in);
   Staged out = stage(output, false);
@@ -291,7 +394,7 @@ WorkPtr ProcessGroup::all_to_all_v(const TensorView& output, const TensorView& i
 }
 
 WorkPtr ProcessGroup::barrier() {
-  auto work = new_work("barrier");
+  auto work = new_work("barrier", {}, {});
   do_barrier(work);
   return work;
 }
@@ -315,7 +418,12 @@ WorkPtr ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
     check_peer(op.peer, size_, rank_, op.kind == P2POp::Kind::kSend ? "dst" : "src");
     SINEW_ARG_CHECK(op.tag >= 0, "tag", op.tag, "a tag >= 0");
   }
-  auto work = new_work(name, /*p2p=*/true);
+  std::vector<TensorView> sent, received;
+  for (const auto& op : ops) (op.kind == P2POp::Kind::kSend ? sent : received).push_back(op.tensor);
+  int peer = ops[0].peer;
+  for (const auto& op : ops)
+    if (op.peer != peer) peer = -1;
+  auto work = new_work(name, sent, received, /*p2p=*/true, peer);
   for (const auto& op : ops) {
     Staged s = stage(op.tensor, op.kind == P2POp::Kind::kSend);
     if (op.kind == P2POp::Kind::kRecv) unstage_on_complete(work, op.tensor, s);
@@ -347,7 +455,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   }
   SINEW_CHECK_GE(new_rank, 0);
   SINEW_DEBUG(kInit, "split of {} color {} key {}: ranks {} -> new rank {}", name_, color, key, ranks, new_rank);
-  return make_subgroup(ranks, new_rank, fmt::format("{}/c{}", tag, color));
+  trace_event(GroupEvent::kSplit, fmt::format("color {} key {}: ranks {}", color, key, ranks));
+  auto child = make_subgroup(ranks, new_rank, fmt::format("{}/c{}", tag, color));
+  if (child) child->set_trace_identity(fmt::format("split of {} color {}", name_, color), job_ranks_of(ranks));
+  return child;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
@@ -371,7 +482,17 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   const std::string tag = fmt::format("{}/group{}", name_, subgroup_counter_++);
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
   if (it == ranks.end()) return nullptr;
-  return make_subgroup(ranks, static_cast<int>(it - ranks.begin()), tag);
+  auto child = make_subgroup(ranks, static_cast<int>(it - ranks.begin()), tag);
+  if (child) child->set_trace_identity(fmt::format("new_group of {} {}", name_, ranks), job_ranks_of(ranks));
+  return child;
+}
+
+std::vector<int> ProcessGroup::job_ranks_of(const std::vector<int>& group_ranks) {
+  auto mine = hookset()->group.ranks;
+  if (mine.empty()) return {};
+  std::vector<int> out;
+  for (int r : group_ranks) out.push_back(mine[r]);
+  return out;
 }
 
 void register_backend(const std::string& name, BackendFactory factory) {
@@ -421,6 +542,13 @@ void ProcessGroup::add_abort_hook(std::function<void(const std::string&)> hook) 
 }
 
 void ProcessGroup::run_abort_hooks(const std::string& reason) {
+  for (const auto& h : hookset()->hooks) {
+    try {
+      h->on_abort(reason);
+    } catch (const std::exception& e) {
+      SINEW_WARN(kColl, "a process-group hook failed on abort: {}", e.what());
+    }
+  }
   std::vector<std::function<void(const std::string&)>> hooks;
   {
     std::lock_guard<std::mutex> g(hooks_mu_);

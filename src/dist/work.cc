@@ -2,12 +2,25 @@
 
 #include <fmt/format.h>
 
+#include "sinew/core/log.h"
+
 namespace sinew::dist {
 
 Work::Work(std::string op_name, uint64_t seq, Deadline default_deadline)
     : op_name_(std::move(op_name)), seq_(seq), default_deadline_(default_deadline) {}
 
 void Work::wait() { wait(default_deadline_); }
+
+void Work::mark_started() {
+  if (!hooks_ || started_.exchange(true, std::memory_order_relaxed)) return;
+  for (const auto& h : hooks_->hooks) {
+    try {
+      h->on_start(*this);
+    } catch (const std::exception& e) {
+      SINEW_WARN(kColl, "a process-group hook failed on start of {} (seq {}): {}", op_name_, seq_, e.what());
+    }
+  }
+}
 
 void Work::wait(Deadline deadline) {
   // Fast path: completed successfully (status_ is immutable once completed_).
@@ -70,6 +83,24 @@ void Work::complete(Status status) {
       }
     }
     lk.lock();
+  }
+  if (hooks_) {
+    if (!started_.load(std::memory_order_relaxed)) mark_started();
+    if (status.code() == ErrorCode::kTimeout || status.code() == ErrorCode::kPeerLost) {
+      const GroupInfo& g = hooks_->group;
+      status = Status(status.code(),
+                      fmt::format("{} [{} #{} on group '{}' (epoch {}), rank {} of {}]", status.message(), op_name_,
+                                  seq_, g.name, g.epoch, g.rank, g.size),
+                      status.ranks());
+    }
+    for (const auto& h : hooks_->hooks) {
+      try {
+        if (status.is_ok()) h->on_complete(*this);
+        else h->on_error(*this, status);
+      } catch (const std::exception& e) {
+        SINEW_WARN(kColl, "a process-group hook failed on {} (seq {}): {}", op_name_, seq_, e.what());
+      }
+    }
   }
   status_ = std::move(status);
   completed_.store(true, std::memory_order_release);

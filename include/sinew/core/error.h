@@ -58,7 +58,12 @@ class PeerLostError : public RecoverableError {
 
 class TimeoutError : public RecoverableError {
  public:
-  explicit TimeoutError(const std::string& message);
+  // `awaited`: the peers the operation was still waiting for, when known.
+  explicit TimeoutError(const std::string& message, std::vector<int> awaited = {});
+  const std::vector<int>& ranks() const noexcept { return awaited_; }
+
+ private:
+  std::vector<int> awaited_;
 };
 
 class AbortedError : public RecoverableError {

@@ -10,10 +10,12 @@
 #include <functional>
 #include <mutex>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "sinew/core/deadline.h"
+#include "sinew/dist/hooks.h"
 #include "sinew/dist/reduce_op.h"
 #include "sinew/dist/store.h"
 #include "sinew/dist/work.h"
@@ -107,6 +109,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Runs `hook(reason)` when the group is aborted (on the aborting thread).
   void add_abort_hook(std::function<void(const std::string&)> hook);
 
+  // --- hooks (hooks.h) ------------------------------------------------------
+  // Adds hooks for this group's later operations and events.
+  void add_hooks(std::shared_ptr<ProcessGroupHooks> hooks);
+  // What hooks are told about this group (pg_id, description, members).
+  GroupInfo group_info();
+
   // Non-blocking init: Ok while connecting or connected, the error if init
   // failed.
   virtual Status init_status() const = 0;
@@ -146,6 +154,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::atomic<ErrorState> error_state_{ErrorState::kSuccess};
   // Backends call this from abort().
   void run_abort_hooks(const std::string& reason);
+  // Reports a group event (revoke, reconfigure, ...) to the hooks.
+  void trace_event(GroupEvent event, const std::string& detail);
+  // How hooks describe this group; set before its first operation (split,
+  // new_group and reconfigure do).
+  void set_trace_identity(std::string desc, std::vector<int> job_ranks);
   // Shared by backends' reconfigure(uuid, handles, timeout): validates the
   // arguments, claims `uuid` in `store` for this handle list (a uuid used
   // with another list is InvalidArgument) and returns this rank's new number.
@@ -155,7 +168,18 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  private:
   std::mutex hooks_mu_;
   std::vector<std::function<void(const std::string&)>> abort_hooks_;
-  WorkPtr new_work(const char* op, bool p2p = false);
+  WorkPtr new_work(const char* op, std::span<const TensorView> inputs, std::span<const TensorView> outputs,
+                   bool p2p = false, int peer = -1);
+  const HookSet* hookset();
+  std::vector<int> job_ranks_of(const std::vector<int>& group_ranks);
+  std::mutex hookset_mu_;
+  // Built at first use and replaced by add_hooks(); every set lives as long
+  // as the group, so works (completed before the group is gone) may point
+  // at the one they started with.
+  std::atomic<const HookSet*> hookset_{nullptr};
+  std::vector<std::unique_ptr<HookSet>> hooksets_;
+  std::string trace_desc_;
+  std::vector<int> trace_job_ranks_;
   uint64_t coll_seq_ = 0;
   uint64_t p2p_seq_ = 0;
   int rank_;

@@ -45,6 +45,10 @@ class Store {
   virtual std::vector<Bytes> multi_get(const std::vector<std::string>& keys);
   virtual void multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values);
   virtual int64_t num_keys() = 0;
+  // Another client of the same store with its own connection, so a blocking
+  // wait on one does not hold up the other (PyTorch's Store.clone()); nullptr
+  // where this one can be shared without that (in-process and file stores).
+  virtual std::shared_ptr<Store> clone() { return nullptr; }
 
   Millis timeout() const { return timeout_; }
   void set_timeout(Millis t) { timeout_ = t; }

@@ -11,6 +11,7 @@
 
 #include "sinew/core/deadline.h"
 #include "sinew/core/error.h"
+#include "sinew/dist/hooks.h"
 
 namespace sinew::dist {
 
@@ -52,6 +53,20 @@ class Work {
   void complete(Status status);
   static std::shared_ptr<Work> completed(std::string op_name, uint64_t seq, Status status = {});
 
+  // --- for the ProcessGroup base and the op queue ---------------------------
+  // The group's hooks: started and completion are reported to them.
+  // The set belongs to the group, which outlives the completion of its works.
+  void attach_hooks(const HookSet* hooks) { hooks_ = hooks; }
+  const HookSet* hooks() const { return hooks_; }
+  // The backend begins executing the op; reported once.
+  void mark_started();
+  // The op's name as the static string the group passed (tracers keep it).
+  const char* op_literal() const { return op_literal_; }
+  void set_op_literal(const char* op) { op_literal_ = op; }
+  // A tracer's id for this op (the Flight Recorder's record id).
+  uint64_t trace_id() const { return trace_id_; }
+  void set_trace_id(uint64_t id) { trace_id_ = id; }
+
  private:
   std::string op_name_;
   uint64_t seq_;
@@ -64,6 +79,10 @@ class Work {
   Status status_;
   std::vector<Callback> callbacks_;
   std::vector<std::function<void()>> finalizers_;
+  const HookSet* hooks_ = nullptr;
+  uint64_t trace_id_ = 0;
+  const char* op_literal_ = nullptr;
+  std::atomic<bool> started_{false};
 };
 
 using WorkPtr = std::shared_ptr<Work>;

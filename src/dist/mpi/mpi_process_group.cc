@@ -100,6 +100,7 @@ class MpiProcessGroup final : public ProcessGroup {
   // The worker sees the flag at its next poll and gives up on the op in
   // flight; the communicator is unusable afterwards.
   void abort(const std::string& reason) override {
+    if (!aborted_.load()) run_abort_hooks(reason);
     // Waiters get the reason: their works complete before the worker can
     // notice the flag and fail them with its own message.
     queue_->abort(Status(ErrorCode::kAborted, fmt::format("mpi group '{}' (rank {} of {}) was aborted: {}",

@@ -130,8 +130,19 @@ class NativeProcessGroup final : public ProcessGroup {
                  name(), epoch_, failed, joiners.size(), rank(), new_rank, new_size, epoch_ + 1);
     else
       SINEW_INFO(kFt, "group '{}': epoch {} -> {} with the same {} ranks", name(), epoch_, epoch_ + 1, new_size);
-    return std::make_shared<NativeProcessGroup>(root_, new_rank, new_size, name(), timeout(), transport_choice_,
-                                                epoch_ + 1);
+    trace_event(GroupEvent::kReconfigure,
+                fmt::format("epoch {} -> {}: failed ranks {}, {} joiner(s); rank {} -> {} of {}", epoch_, epoch_ + 1,
+                            failed, joiners.size(), rank(), new_rank, new_size));
+    auto next = std::make_shared<NativeProcessGroup>(root_, new_rank, new_size, name(), timeout(), transport_choice_,
+                                                     epoch_ + 1);
+    std::vector<int> job_ranks;
+    if (joiners.empty()) {  // joiners' job ranks are not known here
+      auto old = group_info().ranks;
+      if (!old.empty())
+        for (int r : survivors) job_ranks.push_back(old[r]);
+    }
+    next->set_trace_identity(fmt::format("reconfigure of {} (epoch {})", name(), epoch_ + 1), std::move(job_ranks));
+    return next;
   }
 
   // The first survivor takes the pending join requests and tells each joiner
@@ -168,9 +179,13 @@ class NativeProcessGroup final : public ProcessGroup {
                                             Millis timeout) override {
     const int new_rank = claim_reconfigure(*root_, uuid, handles, reconfigure_handle());
     SINEW_INFO(kFt, "group '{}': external reconfigure '{}' -> rank {} of {}", name(), uuid, new_rank, handles.size());
-    return std::make_shared<NativeProcessGroup>(make_prefix_store("u/" + uuid, root_), new_rank,
-                                                static_cast<int>(handles.size()), name(), timeout,
-                                                transport_choice_, epoch_ + 1);
+    trace_event(GroupEvent::kReconfigure, fmt::format("external reconfigure '{}': epoch {} -> {}; rank {} -> {} of {}",
+                                                      uuid, epoch_, epoch_ + 1, rank(), new_rank, handles.size()));
+    auto next = std::make_shared<NativeProcessGroup>(make_prefix_store("u/" + uuid, root_), new_rank,
+                                                     static_cast<int>(handles.size()), name(), timeout,
+                                                     transport_choice_, epoch_ + 1);
+    next->set_trace_identity(fmt::format("reconfigure '{}' of {} (epoch {})", uuid, name(), epoch_ + 1), {});
+    return next;
   }
 
   void abort(const std::string& reason) override {
@@ -362,6 +377,7 @@ class NativeProcessGroup final : public ProcessGroup {
         }
         if (!failed.empty()) {
           SINEW_WARN(kFt, "group '{}' epoch {}: rank(s) {} failed; revoking", name(), epoch_, failed);
+          trace_event(GroupEvent::kRevoke, fmt::format("rank(s) {} failed (store heartbeat or revoke record)", failed));
           note_failed(failed);
           net_->revoke(Status(ErrorCode::kPeerLost,
                               fmt::format("process group revoked: rank(s) {} failed; agree on the failed set and "
@@ -404,6 +420,7 @@ class NativeProcessGroup final : public ProcessGroup {
       if (!failed.empty()) {
         SINEW_WARN(kFt, "group '{}' epoch {}: rank(s) {} failed (process gone or heartbeat stalled for {} ms); "
                    "revoking", name(), epoch_, failed, stall.count());
+        trace_event(GroupEvent::kRevoke, fmt::format("rank(s) {} failed (process gone or heartbeat stalled)", failed));
         note_failed(failed);
         shm_->revoke(failed);
         reported = true;

@@ -1,5 +1,6 @@
 #include "shm_engine.h"
 
+#include "../fr/recorder.h"
 #include "../process_identity.h"
 
 #include <algorithm>
@@ -495,6 +496,7 @@ void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaite
   auto now = Clock::now();
   if (now >= next_liveness_check_) {
     next_liveness_check_ = now + Millis(10);
+    fr::note_awaited(awaited);
     std::vector<int> dead, left;
     for (int r : awaited) {
       if (departed(r)) left.push_back(r);
@@ -531,7 +533,8 @@ void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaite
     fail(Status(ErrorCode::kTimeout,
                 fmt::format("{} timed out on rank {} waiting for rank(s) {}; the group is unusable now "
                             "(abort it and create a new one)",
-                            what, rank_, awaited)));
+                            what, rank_, awaited),
+                awaited));
     broken_.throw_if_error();
   }
 }

@@ -105,6 +105,10 @@ class PrefixStore final : public Store {
   PrefixStore(std::string prefix, StorePtr base) : prefix_(std::move(prefix)), base_(std::move(base)) {
     timeout_ = base_->timeout();
   }
+  StorePtr clone() override {
+    StorePtr b = base_->clone();
+    return b ? std::make_shared<PrefixStore>(prefix_, std::move(b)) : nullptr;
+  }
   void set(const std::string& key, const Bytes& value) override { base_->set(k(key), value); }
   Bytes get(const std::string& key) override {
     base_->wait({k(key)}, timeout_);  // our timeout, not the base's

@@ -90,9 +90,15 @@ UniqueFd try_connect(const std::string& host, int port, Deadline deadline, std::
 class TcpStore final : public Store {
  public:
   explicit TcpStore(const TcpStoreOptions& o)
-      : addr_(fmt::format("{}:{}", o.host, o.port)), limits_(wire::default_limits()) {
+      : options_(o), addr_(fmt::format("{}:{}", o.host, o.port)), limits_(wire::default_limits()) {
     timeout_ = o.timeout;
     connect(o);
+  }
+
+  StorePtr clone() override {
+    TcpStoreOptions o = options_;
+    o.timeout = timeout_;
+    return std::make_shared<TcpStore>(o);
   }
 
   void set(const std::string& key, const Bytes& value) override {
@@ -323,6 +329,7 @@ class TcpStore final : public Store {
       throw IoError(fmt::format("the store sent {} values where {} were expected", r.values.size(), n));
   }
 
+  const TcpStoreOptions options_;
   const std::string addr_;
   const wire::Limits limits_;
   std::mutex mu_;

@@ -485,7 +485,7 @@ class UcxTransport final : public Transport {
     auto waited = std::chrono::duration_cast<Millis>(Clock::now() - start).count();
     throw TimeoutError(fmt::format(
         "UCX wait on rank {} timed out after {} ms, still awaiting ranks {}: {}{}", rank_, waited,
-        peers, fmt::join(pending, "; "), npending > kListed ? "; ..." : ""));
+        peers, fmt::join(pending, "; "), npending > kListed ? "; ..." : ""), peers);
   }
 
   // --- abort and teardown ---------------------------------------------------

@@ -19,6 +19,7 @@
 
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
+#include "sinew/dist/flight_recorder.h"
 #include "sinew/dist/init.h"
 #include "sinew/dist/tcp_store.h"
 #include "bench_comm.h"
@@ -100,6 +101,7 @@ int run_collectives_worker(const CollectivesConfig& cfg) {
   }
   BenchComm& c = *comm;
   const int W = c.size();
+  const bool fr_pair = cfg.fr == "pair";
   const int64_t max_bytes = cfg.max_bytes;
   // Buffers are allocated and touched once: we time the transfer, not page faults.
   std::vector<float> a(max_bytes / 4 + W), b(max_bytes / 4 + W);
@@ -118,25 +120,56 @@ int run_collectives_worker(const CollectivesConfig& cfg) {
       double est = c.max_over_ranks(now_s() - t0);
       int64_t iters = c.from_rank0(std::clamp<int64_t>(static_cast<int64_t>(cfg.sample_seconds / std::max(est, 1e-7)), 1, 2000));
       int samples = est > 0.05 ? 3 : cfg.samples;
-      std::vector<double> t;
-      for (int s = 0; s < samples; ++s) {
+      // In pair mode samples alternate recording on/off, so drift on this
+      // shared machine hits both alike.
+      const bool pair = fr_pair && cfg.impl != "mpi";
+      std::vector<double> t, t_off;
+      for (int s = 0; s < samples * (pair ? 2 : 1); ++s) {
+        const bool off = pair && s % 2 == 1;
+        if (pair) dist::set_flight_recorder_recording(!off);
         c.barrier();
         double s0 = now_s();
         for (int64_t i = 0; i < iters; ++i) c.run(op, bytes, a.data(), b.data());
-        t.push_back(c.max_over_ranks((now_s() - s0) / static_cast<double>(iters)));
+        (off ? t_off : t).push_back(c.max_over_ranks((now_s() - s0) / static_cast<double>(iters)));
       }
+      if (pair) dist::set_flight_recorder_recording(true);
       if (c.rank() == 0) {
-        double sec = median(t);
-        double algbw = static_cast<double>(bytes) / sec / 1e9;
-        std::string c = fmt::format("{}/float32/{}B/ws{}", op, bytes, W);
-        rows << fmt::format("collectives,{},{},latency_us,{:.6g},us\n", c, cfg.impl, sec * 1e6);
-        rows << fmt::format("collectives,{},{},algbw_GBps,{:.6g},GB/s\n", c, cfg.impl, algbw);
-        rows << fmt::format("collectives,{},{},busbw_GBps,{:.6g},GB/s\n", c, cfg.impl, algbw * bus_factor(op, W));
+        const std::string cs = fmt::format("{}/float32/{}B/ws{}", op, bytes, W);
+        auto emit = [&](const std::string& impl, double sec) {
+          double algbw = static_cast<double>(bytes) / sec / 1e9;
+          rows << fmt::format("collectives,{},{},latency_us,{:.6g},us\n", cs, impl, sec * 1e6);
+          rows << fmt::format("collectives,{},{},algbw_GBps,{:.6g},GB/s\n", cs, impl, algbw);
+          rows << fmt::format("collectives,{},{},busbw_GBps,{:.6g},GB/s\n", cs, impl, algbw * bus_factor(op, W));
+          fmt::print(stderr, "  {:<8} {:<40} {:>10.2f} us {:>8.3f} GB/s busbw\n", impl, cs, sec * 1e6,
+                     algbw * bus_factor(op, W));
+        };
+        emit(cfg.impl, median(t));
+        if (pair) {
+          emit(cfg.impl + "-fr-off", median(t_off));
+          rows << fmt::format("collectives,{},{},fr_overhead_pct,{:.4g},%\n", cs, cfg.impl,
+                              (median(t) / median(t_off) - 1) * 100);
+        }
         rows.flush();
-        fmt::print(stderr, "  {:<8} {:<40} {:>10.2f} us {:>8.3f} GB/s busbw\n", cfg.impl, c, sec * 1e6,
-                   algbw * bus_factor(op, W));
       }
     }
+  }
+  if (fr_pair && cfg.impl != "mpi" && c.rank() == 0) {
+    // What a dump of the full ring costs (the ring is full by now).
+    std::vector<double> json_ms, file_ms;
+    for (int i = 0; i < 5; ++i) {
+      double t0 = now_s();
+      auto text = dist::flight_recorder_json("bench");
+      json_ms.push_back((now_s() - t0) * 1e3);
+      t0 = now_s();
+      auto path = dist::dump_flight_recorder("bench");
+      file_ms.push_back((now_s() - t0) * 1e3);
+      std::remove(path.c_str());
+    }
+    const std::string cs = fmt::format("fr_dump/{}", dist::flight_recorder_capacity());
+    rows << fmt::format("collectives,{},{},render_ms,{:.4g},ms\n", cs, cfg.impl, median(json_ms));
+    rows << fmt::format("collectives,{},{},dump_ms,{:.4g},ms\n", cs, cfg.impl, median(file_ms));
+    fmt::print(stderr, "  {:<8} {:<40} {:>10.2f} ms to render, {:.2f} ms to write\n", cfg.impl, cs,
+               median(json_ms), median(file_ms));
   }
   c.barrier();
   return 0;
@@ -189,7 +222,7 @@ std::vector<std::string> worker_args(const CollectivesConfig& cfg) {
   for (const auto& o : cfg.ops) ops += (ops.empty() ? "" : ",") + o;
   return {"bench-worker", "--impl", cfg.impl, "--backend", cfg.backend, "--transport", cfg.transport,
           "--ops", ops, "--min-bytes", std::to_string(cfg.min_bytes), "--max-bytes", std::to_string(cfg.max_bytes),
-          "--rows", cfg.rows_path, "--samples", std::to_string(cfg.samples)};
+          "--rows", cfg.rows_path, "--samples", std::to_string(cfg.samples), "--fr", cfg.fr};
 }
 
 void read_rows(const std::string& path, Report& report) {
@@ -259,6 +292,9 @@ int run_collectives_bench(CollectivesConfig cfg, Report& report) {
     // Peers at their best: huge-page malloc for their temporaries (BASELINES.md).
     // Loopback only (UCX and MPI would otherwise probe every interface).
     std::vector<std::string> env = {"GLIBC_TUNABLES=glibc.malloc.hugetlb=1", "UCX_NET_DEVICES=lo"};
+    if (cfg.fr == "off") env.push_back("SINEW_FR_BUFFER_SIZE=0");
+    // Pair mode's dumps go to the scratch dir (they are timed, then deleted).
+    env.push_back("SINEW_FR_DUMP_TEMP_FILE=" + dir + "/fr_" + impl + "_rank_");
     if (impl == "mpi") {
       std::vector<std::string> argv = {"mpirun", "--allow-run-as-root", "-np", std::to_string(cfg.world), "--mca", "btl", "self,vader", "-x",
                                        "GLIBC_TUNABLES", "--mca", "btl_tcp_if_include", "lo",

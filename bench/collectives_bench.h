@@ -18,6 +18,10 @@ struct CollectivesConfig {
   int samples = 7;
   double sample_seconds = 0.01;  // each timed sample runs about this long
   int timeout_s = 1800;
+  // Flight Recorder: "on" (as shipped), "off", or "pair": sinew's samples
+  // alternate recording on and off inside one run, reported as <impl> and
+  // <impl>-fr-off, plus the cost of a full-ring dump.
+  std::string fr = "on";
   // Worker side.
   std::string impl, backend = "sinew", transport = "auto", rows_path;
 };

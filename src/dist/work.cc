@@ -37,12 +37,25 @@ Status Work::wait_status(Deadline deadline) {
   if (deadline.is_never()) cv_.wait(lk, done);
   else ok = cv_.wait_until(lk, deadline.time_point(), done);
   --waiters_;
-  if (!ok)
-    return Status(ErrorCode::kTimeout,
-                  fmt::format("wait() on {} (seq {}) passed its deadline; the operation is still "
-                              "running (abort() the group or wait longer)",
-                              op_name_, seq_));
-  return status_;
+  if (ok) return status_;
+  lk.unlock();
+  Status st(ErrorCode::kTimeout, fmt::format("wait() on {} (seq {}) passed its deadline; the operation is still "
+                                             "running (abort() the group or wait longer)",
+                                             op_name_, seq_));
+  if (hooks_) {
+    const GroupInfo& g = hooks_->group;
+    st = Status(st.code(), fmt::format("{} [group '{}' (epoch {}), rank {} of {}]", st.message(), g.name, g.epoch,
+                                       g.rank, g.size));
+    for (const auto& h : hooks_->hooks) {
+      try {
+        h->on_wait_timeout(*this, st);
+      } catch (const std::exception& e) {
+        SINEW_WARN(kColl, "a process-group hook failed on a wait timeout of {} (seq {}): {}", op_name_, seq_,
+                   e.what());
+      }
+    }
+  }
+  return st;
 }
 
 bool Work::is_success() const { return completed_.load(std::memory_order_acquire) && status_.is_ok(); }

@@ -12,14 +12,22 @@
 //   exit:CODE              exit with CODE
 //   fail-rank:R:CODE       exit with CODE if RANK is R
 //   exit-on-attempt:N:CODE exit with CODE if TORCHELASTIC_RESTART_COUNT is N
+//   fr-capacity            "fr_capacity=N" (the Flight Recorder's ring size), or
+//                          the settings error on stderr and exit 3
+//   fr-group               a one-rank group with one allreduce, kept until
+//                          exit; prints "fr-ready"
 #include <signal.h>
+#include <time.h>
+#include <cerrno>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "sinew/dist/flight_recorder.h"
 #include "sinew/dist/init.h"
+#include "sinew/dist/process_group.h"
 
 namespace {
 
@@ -76,6 +84,20 @@ void init_and_allreduce() {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+sinew::dist::ProcessGroupPtr g_fr_group;
+
+void fr_group() {
+  sinew::dist::GroupOptions o;
+  o.store = sinew::dist::make_memory_store();
+  o.rank = 0;
+  o.size = 1;
+  o.name = "fr_worker";
+  g_fr_group = sinew::dist::create_process_group(o);
+  double v = 1;
+  g_fr_group->allreduce(sinew::TensorView::flat(&v, sinew::DType::kF64, 1))->wait();
+  std::printf("fr-ready\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,12 +120,24 @@ int main(int argc, char** argv) {
     } else if (step == "ignore-term") {
       signal(SIGTERM, SIG_IGN);
     } else if (starts_with(step, "sleep:")) {
-      double s = std::atof(field(step, 0).c_str());
-      usleep(static_cast<useconds_t>(s * 1e6));
+      // The whole time, even when a signal (a dump request) interrupts it.
+      const double s = std::atof(field(step, 0).c_str());
+      timespec left{static_cast<time_t>(s), static_cast<long>((s - static_cast<time_t>(s)) * 1e9)};
+      while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+      }
     } else if (starts_with(step, "exit:")) {
       return std::atoi(field(step, 0).c_str());
     } else if (starts_with(step, "fail-rank:")) {
       if (env("RANK") == field(step, 0)) return std::atoi(field(step, 1).c_str());
+    } else if (step == "fr-capacity") {
+      try {
+        std::printf("fr_capacity=%zu\n", sinew::dist::flight_recorder_capacity());
+      } catch (const sinew::Error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 3;
+      }
+    } else if (step == "fr-group") {
+      fr_group();
     } else if (starts_with(step, "exit-on-attempt:")) {
       if (env("TORCHELASTIC_RESTART_COUNT") == field(step, 0))
         return std::atoi(field(step, 1).c_str());

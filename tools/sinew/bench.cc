@@ -39,7 +39,7 @@ void add_bench_command(CLI::App& app, int& rc) {
   bench->require_subcommand(1);
 
   struct Opts {
-    std::string csv, ops, impls, min_bytes = "8", max_bytes = "64M";
+    std::string csv, ops, impls, min_bytes = "8", max_bytes = "64M", fr = "on";
     int world = 2, samples = 7;
   };
   auto o = std::make_shared<Opts>();
@@ -54,8 +54,13 @@ void add_bench_command(CLI::App& app, int& rc) {
   coll->add_option("--min-bytes", o->min_bytes, "smallest size (default 8)");
   coll->add_option("--max-bytes", o->max_bytes, "largest size (default 64M)");
   coll->add_option("--samples", o->samples, "timed samples per case (median reported)")->check(CLI::Range(1, 1000));
+  coll->add_option("--fr", o->fr,
+                   "Flight Recorder: on (default), off, or pair (alternate on/off samples in one run and "
+                   "time a full-ring dump)")
+      ->check(CLI::IsMember({"on", "off", "pair"}));
   coll->callback([o, &rc] {
     bench::CollectivesConfig cfg;
+    cfg.fr = o->fr;
     cfg.world = o->world;
     cfg.samples = o->samples;
     if (!o->ops.empty()) cfg.ops = split_list(o->ops);
@@ -85,6 +90,7 @@ void add_bench_command(CLI::App& app, int& rc) {
   worker->add_option("--max-bytes", w->max_bytes);
   worker->add_option("--rows", w->rows_path)->required();
   worker->add_option("--samples", w->samples);
+  worker->add_option("--fr", w->fr);
   worker->callback([w, ws, &rc] {
     if (!ws->ops.empty()) w->ops = split_list(ws->ops);
     rc = bench::run_collectives_worker(*w);

@@ -32,6 +32,10 @@ void watch_flight_recorder_requests(StorePtr store);
 // Asks every rank watching the job store to dump (what a timing-out rank does).
 void request_flight_recorder_dumps(const std::string& reason);
 
+// Pauses (false) or resumes recording at run time; dumps still work. For
+// measuring what recording costs (`sinew bench collectives --fr pair`).
+void set_flight_recorder_recording(bool on);
+
 // Tests: empties the ring and forgets past dumps (groups stay registered).
 void reset_flight_recorder();
 

@@ -47,6 +47,9 @@ class ProcessGroupHooks {
   // The op failed. A hook may add to the message (e.g. where a trace was
   // dumped) before any waiter sees it.
   virtual void on_error(Work& work, Status& status) {}
+  // A waiter's deadline passed while the op still runs (the op itself may
+  // fail later, or never). Hooks may add to the waiter's message.
+  virtual void on_wait_timeout(Work& work, Status& status) {}
   virtual void on_abort(const std::string& reason) {}
   virtual void on_event(GroupEvent event, const std::string& detail) {}
 };

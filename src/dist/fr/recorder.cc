@@ -12,6 +12,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
@@ -102,6 +103,8 @@ void record_tensors(TensorList& list, std::span<const TensorView> tensors) {
   }
 }
 
+std::atomic<bool> g_recording{true};
+
 thread_local uint64_t t_last_enqueued = 0;  // record id + 1 of this thread's last enqueue
 thread_local int64_t t_last_enqueued_ns = 0;
 thread_local uint64_t t_running = 0;  // record id + 1 of the op this thread executes
@@ -112,6 +115,7 @@ class Hooks final : public ProcessGroupHooks {
 
   void on_enqueue(Work& work, bool is_p2p, int peer, std::span<const TensorView> inputs,
                   std::span<const TensorView> outputs) override {
+    if (!g_recording.load(std::memory_order_relaxed)) return;
     Recorder& r = Recorder::get();
     // The Work's deadline was computed from "now" a moment ago: reuse it
     // rather than reading the clock again on the op path.
@@ -170,6 +174,25 @@ class Hooks final : public ProcessGroupHooks {
     if (!path.empty())
       status = Status(status.code(), fmt::format("{}; flight recorder dump: {}", status.message(), path),
                       status.ranks());
+  }
+
+  void on_wait_timeout(Work& work, Status& status) override {
+    Recorder& r = Recorder::get();
+    if (!r.config().dump_on_failure) return;
+    request_flight_recorder_dumps("timeout");
+    // Who the op is still waiting for, as its wait loop last noted it.
+    std::vector<int> awaited;
+    if (work.trace_id() != 0)
+      if (Slot* s = r.live(work.trace_id() - 1)) {
+        const uint8_t n = s->nawaited.load(std::memory_order_acquire);
+        awaited.assign(s->awaited, s->awaited + n);
+      }
+    std::string path = dump_now("timeout", fmt::format("wait on {} #{} on group {} passed its deadline",
+                                                       work.op_name(), work.seq(), g_->info.pg_id));
+    std::string msg = status.message();
+    if (!awaited.empty()) msg += fmt::format("; still waiting for rank(s) {}", awaited);
+    if (!path.empty()) msg += fmt::format("; flight recorder dump: {}", path);
+    status = Status(status.code(), msg, awaited.empty() ? status.ranks() : awaited);
   }
 
   void on_abort(const std::string& reason) override {
@@ -399,5 +422,7 @@ std::string dump_flight_recorder(const std::string& reason, const std::string& d
 }
 
 void reset_flight_recorder() { fr::Recorder::get().reset(); }
+
+void set_flight_recorder_recording(bool on) { fr::g_recording.store(on, std::memory_order_relaxed); }
 
 }  // namespace sinew::dist

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -88,8 +89,11 @@ bool install_if_default(int sig, void (*handler)(int)) {
   return ::sigaction(sig, &sa, nullptr) == 0;
 }
 
+std::atomic<int64_t> g_last_dump_ns{0};
+
 std::string write_dump(const std::string& reason, const std::string& detail) {
   const std::string path = dump_path();
+  g_last_dump_ns.store(steady_ns());
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   try {
     const std::string text = render_json(reason, detail);
@@ -195,7 +199,11 @@ void loop() {
       write_dump("signal", "a dump signal");
     }
     if (g_terminated) {
-      if (!Recorder::get().snapshot().empty()) write_dump("sigterm", "SIGTERM (the launcher stopped this worker)");
+      // A dump of moments ago (the failure that made the launcher stop us)
+      // says more about why than "sigterm" would.
+      const int64_t since = steady_ns() - g_last_dump_ns.load();
+      if (!Recorder::get().snapshot().empty() && (g_last_dump_ns.load() == 0 || since > 2'000'000'000))
+        write_dump("sigterm", "SIGTERM (the launcher stopped this worker)");
       ::signal(SIGTERM, SIG_DFL);
       ::raise(SIGTERM);
     }

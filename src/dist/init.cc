@@ -230,6 +230,11 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
   std::lock_guard<std::mutex> lock(state().mu);
   state().job_store = store;
   watch_flight_recorder_requests(store);
+  try {
+    if (auto offset = store->clock_offset_ns()) set_flight_recorder_clock_offset(*offset);
+  } catch (const Error& e) {
+    SINEW_DEBUG(kInit, "could not measure the clock offset to the store host: {}", e.what());
+  }
   return group;
 }
 

@@ -44,7 +44,14 @@ int main(int argc, char** argv) try {
   double detect_ms = -1;
   int reconfigs = 0;
   for (int step = 0; step < steps;) {
-    if (orig == fail_rank && step == at_step) {
+    if (orig == fail_rank && step == at_step && how == "store-wait") {
+      // Not a failure: a long wait on the job store (whose client the group's
+      // heartbeats must not share) for twice the heartbeat timeout.
+      try {
+        store->wait({"never_set"}, std::chrono::milliseconds(2 * std::atoi(std::getenv("SINEW_FT_HEARTBEAT_TIMEOUT_MS"))));
+      } catch (const TimeoutError&) {
+      }
+    } else if (orig == fail_rank && step == at_step) {
       store->set("killed_at", std::to_string(now_ns()));
       ::raise(how == "stop" ? SIGSTOP : SIGKILL);
     }

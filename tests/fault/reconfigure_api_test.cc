@@ -166,5 +166,56 @@ TEST(ReconfigureApi, GlooRebuildsItsContextInANewNamespace) {
       Millis(20000), "gloo");
 }
 
+// The contract's "single to all" and "merge/split" cases, on every
+// in-process backend.
+std::vector<std::string> reconfigurable_backends() {
+  std::vector<std::string> out;
+  for (const auto& b : available_backends())
+    if (b != "mpi") out.push_back(b);
+  return out;
+}
+
+class ReconfigureContract : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReconfigureContract, SingleToAll) {
+  with_handles(
+      3,
+      [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+        if (r == 0) {  // rank 0 alone first (say, while the others restart)...
+          auto single = pg->reconfigure("single", {h[0]}, Millis(20000));
+          EXPECT_EQ(single->size(), 1);
+          EXPECT_EQ(allreduce_sum(*single, 7), 7);
+        }
+        // ...then everyone again
+        auto all = pg->reconfigure("all", h, Millis(20000));
+        EXPECT_EQ(all->rank(), r);
+        EXPECT_EQ(all->size(), 3);
+        EXPECT_EQ(allreduce_sum(*all, r + 1), 6);
+      },
+      Millis(20000), GetParam());
+}
+
+TEST_P(ReconfigureContract, SplitIntoTwoThenMergeBack) {
+  with_handles(
+      4,
+      [](int r, ProcessGroupPtr& pg, const std::vector<std::string>& h) {
+        // Split: {0, 1} and {3, 2} (the second renumbered by list order).
+        const bool low = r < 2;
+        auto half = low ? pg->reconfigure("low", {h[0], h[1]}, Millis(20000))
+                        : pg->reconfigure("high", {h[3], h[2]}, Millis(20000));
+        EXPECT_EQ(half->size(), 2);
+        EXPECT_EQ(half->rank(), low ? r : 3 - r);
+        EXPECT_EQ(allreduce_sum(*half, r), low ? 0 + 1 : 2 + 3);
+        // Merge, from the halves' handles, in a new order.
+        std::vector<std::string> merged = {h[2], h[3], h[0], h[1]};
+        auto whole = pg->reconfigure("merged", merged, Millis(20000));
+        EXPECT_EQ(whole->rank(), (r + 2) % 4);
+        EXPECT_EQ(allreduce_sum(*whole, r), 0 + 1 + 2 + 3);
+      },
+      Millis(20000), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ReconfigureContract, ::testing::ValuesIn(reconfigurable_backends()));
+
 }  // namespace
 }  // namespace sinew::dist

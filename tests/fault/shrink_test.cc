@@ -174,6 +174,20 @@ TEST(Shrink, GlooBackendRebuildsItsContextForTheSurvivors) {
   expect_survivor(job, 2, 1, 2, "0,2");
 }
 
+// No false positive: a rank that blocks on the job store for twice the
+// heartbeat timeout keeps heartbeating over its own store connection.
+TEST(Shrink, LongJobStoreWaitIsNotAFailureBetweenHosts) {
+  Job job(3, {"--fail-rank", "1", "--at-step", "3", "--steps", "8", "--how", "store-wait"},
+          {"SINEW_TRANSPORT=ucx", "UCX_NET_DEVICES=lo", "SINEW_FT_STORE_HEARTBEAT_MS=50"});
+  job.wait(60s);
+  for (int r = 0; r < 3; ++r) {
+    const Rank& k = job.rank(r);
+    EXPECT_TRUE(WIFEXITED(k.status) && WEXITSTATUS(k.status) == 0) << "rank " << r << ":\n" << k.output();
+    EXPECT_THAT(k.output(), ::testing::HasSubstr(fmt::format("RESULT orig {} rank {} size 3 epoch 0 reconfigs 0", r, r)))
+        << k.output();
+  }
+}
+
 TEST(Shrink, StoppedRankIsDetectedByItsStalledHeartbeat) {
   Job job(3, {"--fail-rank", "1", "--at-step", "4", "--steps", "20", "--how", "stop"});
   job.wait(60s, /*skip=*/1);

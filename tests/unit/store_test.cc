@@ -330,6 +330,25 @@ Bytes hello(const std::string& token) {
   return frame(wire::request(wire::Command::kHello, {}, {to_bytes(token)}, wire::kProtocolVersion));
 }
 
+// The clock offset to the store host (the Flight Recorder's timelines use
+// it): one host here, so it is within the round trip of zero; a clone is a
+// second connection that works while the first is blocked in a wait.
+TEST(TcpStore, ClockOffsetAndCloneThroughAPrefix) {
+  TcpStoreServer server("127.0.0.1", 0, "tok");
+  auto store = make_prefix_store("p", make_tcp_store(client_options(server.port(), "tok")));
+  auto offset = store->clock_offset_ns();
+  ASSERT_TRUE(offset.has_value());
+  EXPECT_LT(std::llabs(*offset), 1'000'000'000LL);  // same clock; the bound only rules out garbage
+  EXPECT_FALSE(make_memory_store()->clock_offset_ns().has_value());
+  auto other = store->clone();
+  ASSERT_NE(other, nullptr);
+  std::thread waiter([&] { store->wait({"late"}, Millis(5000)); });
+  other->set("late", to_bytes("x"));  // would queue behind the wait on a shared connection
+  waiter.join();
+  EXPECT_EQ(to_string(store->get("late")), "x");
+  EXPECT_EQ(make_memory_store()->clone(), nullptr);
+}
+
 TEST(TcpStore, WrongTokenIsRefusedAndTheServerKeepsServing) {
   LogCapture logs;
   TcpStoreServer server("127.0.0.1", 0, "right-token-7f3a");

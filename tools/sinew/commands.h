@@ -9,5 +9,6 @@ namespace sinew::cli {
 void add_run_command(CLI::App& app, int& rc);    // run.cc: the torchrun-style launcher
 void add_bench_command(CLI::App& app, int& rc);  // bench.cc: benchmark front end
 void add_env_command(CLI::App& app, int& rc);    // main.cc: lists SINEW_* tunables
+void add_fr_command(CLI::App& app, int& rc);     // fr_command.cc: flight-recorder dump analyzer
 
 }  // namespace sinew::cli

@@ -29,6 +29,11 @@ size_t flight_recorder_capacity();
 // calls this with the job store.
 void watch_flight_recorder_requests(StorePtr store);
 
+// Records this process's clock offset to the job's reference clock (the
+// store host's), measured at rendezvous; dumps carry it so timelines of
+// several hosts line up.
+void set_flight_recorder_clock_offset(int64_t offset_ns);
+
 // Asks every rank watching the job store to dump (what a timing-out rank does).
 void request_flight_recorder_dumps(const std::string& reason);
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,9 @@ class Store {
   // wait on one does not hold up the other (PyTorch's Store.clone()); nullptr
   // where this one can be shared without that (in-process and file stores).
   virtual std::shared_ptr<Store> clone() { return nullptr; }
+  // This process's wall clock minus the store host's (ns), measured over a
+  // few round trips; nullopt for stores in this process or on this disk.
+  virtual std::optional<int64_t> clock_offset_ns() { return std::nullopt; }
 
   Millis timeout() const { return timeout_; }
   void set_timeout(Millis t) { timeout_ = t; }

@@ -54,12 +54,12 @@ int job_rank() {
   return 0;
 }
 
-nlohmann::json sizes(const TensorList& l) {
-  auto out = nlohmann::json::array();
+nlohmann::ordered_json sizes(const TensorList& l) {
+  auto out = nlohmann::ordered_json::array();
   const int n = std::min<int>(l.count, TensorList::kMaxShapes);
   for (int i = 0; i < n; ++i) {
     const Shape& s = l.shapes[i];
-    auto dims = nlohmann::json::array();
+    auto dims = nlohmann::ordered_json::array();
     if (s.ndim < 0) dims.push_back(s.dims[0]);
     for (int d = 0; d < s.ndim; ++d) dims.push_back(s.dims[d]);
     out.push_back(dims);
@@ -67,15 +67,15 @@ nlohmann::json sizes(const TensorList& l) {
   return out;
 }
 
-nlohmann::json dtypes(const TensorList& l) {
-  auto out = nlohmann::json::array();
+nlohmann::ordered_json dtypes(const TensorList& l) {
+  auto out = nlohmann::ordered_json::array();
   const int n = std::min<int>(l.count, TensorList::kMaxShapes);
   for (int i = 0; i < n; ++i) out.push_back(torch_dtype_name(l.dtype));
   return out;
 }
 
-nlohmann::json frames(const std::vector<void*>& pcs) {
-  auto out = nlohmann::json::array();
+nlohmann::ordered_json frames(const std::vector<void*>& pcs) {
+  auto out = nlohmann::ordered_json::array();
   for (void* pc : pcs) {
     Dl_info info{};
     std::string name = "??", file = "??";
@@ -104,12 +104,12 @@ std::string render_json(const std::string& reason, const std::string& detail) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
   const int64_t to_system = system_now - steady_now;
-  auto wall = [&](int64_t steady) -> nlohmann::json {
+  auto wall = [&](int64_t steady) -> nlohmann::ordered_json {
     if (steady == 0) return nullptr;
     return steady + to_system;
   };
 
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   j["format"] = "sinew-fr";
   j["format_version"] = 1;
   j["version"] = "2.10";
@@ -122,15 +122,17 @@ std::string render_json(const std::string& reason, const std::string& detail) {
   j["dump_reason"] = reason;
   j["dump_detail"] = detail;
   j["dump_time_ns"] = system_now;
-  // Ranks on one host share this clock; across hosts the offset is unknown.
-  j["clock"] = {{"steady_ns", steady_now}, {"system_ns", system_now}, {"offset_ns", nullptr}};
+  j["clock"] = {{"steady_ns", steady_now},
+                {"system_ns", system_now},
+                {"offset_ns", g_clock_offset_known.load() ? nlohmann::ordered_json(g_clock_offset_ns.load())
+                                                          : nlohmann::ordered_json(nullptr)}};
   j["buffer_size"] = r.config().capacity;
 
-  auto config = nlohmann::json::object();
-  auto status = nlohmann::json::object();
+  auto config = nlohmann::ordered_json::object();
+  auto status = nlohmann::ordered_json::object();
   for (const GroupTrace* g : r.groups()) {
     const GroupInfo& i = g->info;
-    nlohmann::json c = {{"name", i.name}, {"desc", i.desc}, {"backend", i.backend}, {"epoch", i.epoch},
+    nlohmann::ordered_json c = {{"name", i.name}, {"desc", i.desc}, {"backend", i.backend}, {"epoch", i.epoch},
                         {"rank", i.rank}, {"size", i.size}, {"timeout_ms", i.timeout_ms}};
     if (!i.ranks.empty()) c["ranks"] = i.ranks;
     config[i.pg_id] = c;
@@ -147,10 +149,10 @@ std::string render_json(const std::string& reason, const std::string& detail) {
   j["pg_config"] = std::move(config);
   j["pg_status"] = std::move(status);
 
-  auto entries = nlohmann::json::array();
+  auto entries = nlohmann::ordered_json::array();
   for (const EntryCopy& e : r.snapshot()) {
     const GroupInfo& gi = e.group->info;
-    nlohmann::json x;
+    nlohmann::ordered_json x;
     x["record_id"] = e.id;
     x["pg_id"] = gi.pg_id;
     x["process_group"] = {gi.name, gi.desc};
@@ -177,10 +179,10 @@ std::string render_json(const std::string& reason, const std::string& detail) {
     x["thread_name"] = e.thread_name;
     x["frames"] = frames(e.frames);
     x["epoch"] = gi.epoch;
-    x["event"] = e.is_event ? nlohmann::json(std::string(e.op).substr(6)) : nlohmann::json(nullptr);
+    x["event"] = e.is_event ? nlohmann::ordered_json(std::string(e.op).substr(6)) : nlohmann::ordered_json(nullptr);
     x["awaited_ranks"] = e.awaited;
-    x["error"] = e.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.error);
-    x["peer"] = e.peer >= 0 ? nlohmann::json(e.peer) : nlohmann::json(nullptr);
+    x["error"] = e.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.error);
+    x["peer"] = e.peer >= 0 ? nlohmann::ordered_json(e.peer) : nlohmann::ordered_json(nullptr);
     entries.push_back(std::move(x));
   }
   j["entries"] = std::move(entries);

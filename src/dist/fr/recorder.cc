@@ -105,6 +105,13 @@ void record_tensors(TensorList& list, std::span<const TensorView> tensors) {
 
 std::atomic<bool> g_recording{true};
 
+}  // namespace
+
+std::atomic<int64_t> g_clock_offset_ns{0};
+std::atomic<bool> g_clock_offset_known{false};
+
+namespace {
+
 thread_local uint64_t t_last_enqueued = 0;  // record id + 1 of this thread's last enqueue
 thread_local int64_t t_last_enqueued_ns = 0;
 thread_local uint64_t t_running = 0;  // record id + 1 of the op this thread executes
@@ -422,6 +429,11 @@ std::string dump_flight_recorder(const std::string& reason, const std::string& d
 }
 
 void reset_flight_recorder() { fr::Recorder::get().reset(); }
+
+void set_flight_recorder_clock_offset(int64_t offset_ns) {
+  fr::g_clock_offset_ns.store(offset_ns, std::memory_order_relaxed);
+  fr::g_clock_offset_known.store(true, std::memory_order_release);
+}
 
 void set_flight_recorder_recording(bool on) { fr::g_recording.store(on, std::memory_order_relaxed); }
 

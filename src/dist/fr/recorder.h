@@ -146,6 +146,10 @@ struct ThreadTag {
 };
 const ThreadTag& this_thread_tag();
 
+// Clock offset to the store host, once measured (dump.cc writes it).
+extern std::atomic<int64_t> g_clock_offset_ns;
+extern std::atomic<bool> g_clock_offset_known;
+
 // Dumps (dump.cc / service.cc).
 std::string render_json(const std::string& reason, const std::string& detail);
 std::string dump_path();

@@ -334,9 +334,10 @@ class NativeProcessGroup final : public ProcessGroup {
   // merged into one key that every rank's watchdog polls.
   std::string revoke_key() const { return fmt::format("ft/e{}/revoked", epoch_); }
 
-  void publish_revoke(const std::vector<int>& failed) {
+  void publish_revoke(const std::vector<int>& failed) { publish_revoke(failed, *root_); }
+  void publish_revoke(const std::vector<int>& failed, Store& store) {
     try {
-      merge_rank_set(*root_, revoke_key(), std::set<int>(failed.begin(), failed.end()));
+      merge_rank_set(store, revoke_key(), std::set<int>(failed.begin(), failed.end()));
     } catch (const Error& e) {
       SINEW_WARN(kFt, "group '{}': could not publish the revoke: {}", name(), e.what());
     }
@@ -345,6 +346,15 @@ class NativeProcessGroup final : public ProcessGroup {
   // Store heartbeats between hosts: each rank bumps its key; a key that
   // stops changing for the heartbeat timeout means a stopped or hung peer.
   void watch_store() {
+    // Its own connection: a rank blocked in a long wait on the job store
+    // (which shares the client) must not stop heartbeating and be declared
+    // failed by its peers.
+    StorePtr hb = root_;
+    try {
+      if (StorePtr own = root_->clone()) hb = std::move(own);
+    } catch (const Error& e) {
+      SINEW_WARN(kFt, "group '{}': no separate store connection for heartbeats ({}); sharing one", name(), e.what());
+    }
     const Millis interval(kStoreHeartbeatMs.get());
     const auto stall = Millis(kHeartbeatTimeoutMs.get());
     std::vector<std::string> last(size());
@@ -354,26 +364,26 @@ class NativeProcessGroup final : public ProcessGroup {
     std::unique_lock<std::mutex> lk(watch_mu_);
     while (!watch_cv_.wait_for(lk, interval, [&] { return watch_stop_; })) {
       try {
-        root_->set(fmt::format("ft/e{}/hb/{}", epoch_, rank()), std::to_string(++beat));
+        hb->set(fmt::format("ft/e{}/hb/{}", epoch_, rank()), std::to_string(++beat));
         if (revoked) continue;
         std::vector<int> failed;
-        if (root_->check({revoke_key()})) {
-          auto set = decode_rank_set(root_->get_string(revoke_key()));
+        if (hb->check({revoke_key()})) {
+          auto set = decode_rank_set(hb->get_string(revoke_key()));
           failed.assign(set.begin(), set.end());
         } else {
           const auto now = Clock::now();
           for (int r = 0; r < size(); ++r) {
             if (r == rank()) continue;
             const std::string k = fmt::format("ft/e{}/hb/{}", epoch_, r);
-            std::string v = root_->check({k}) ? root_->get_string(k) : "";
+            std::string v = hb->check({k}) ? hb->get_string(k) : "";
             if (v != last[r]) {
               last[r] = v;
               changed[r] = now;
-            } else if (now - changed[r] > stall && root_->check({fmt::format("ft/e{}/left/{}", epoch_, r)}) == false) {
+            } else if (now - changed[r] > stall && hb->check({fmt::format("ft/e{}/left/{}", epoch_, r)}) == false) {
               failed.push_back(r);
             }
           }
-          if (!failed.empty()) publish_revoke(failed);
+          if (!failed.empty()) publish_revoke(failed, *hb);
         }
         if (!failed.empty()) {
           SINEW_WARN(kFt, "group '{}' epoch {}: rank(s) {} failed; revoking", name(), epoch_, failed);

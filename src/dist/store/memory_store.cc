@@ -129,6 +129,7 @@ class PrefixStore final : public Store {
     base_->multi_set(ks(keys), values);
   }
   int64_t num_keys() override { return base_->num_keys(); }
+  std::optional<int64_t> clock_offset_ns() override { return base_->clock_offset_ns(); }
 
  private:
   std::string k(const std::string& key) const { return prefix_ + "/" + key; }

@@ -41,6 +41,7 @@ enum class Command : uint8_t {
   kMultiGet,   // keys, arg = timeout ms; reply values in key order
   kMultiSet,   // keys, values (same count)
   kNumKeys,    // reply arg = number of keys
+  kTime,       // reply arg = the server's wall clock (ns since the epoch)
 };
 
 enum class Reply : uint8_t {

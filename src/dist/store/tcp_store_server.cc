@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -457,6 +458,13 @@ void TcpStoreServer::Impl::handle(Conn& c, Message& m) {
     case Command::kNumKeys:
       if (!arity(0, 0)) return;
       send(c, wire::reply(Reply::kOk, {}, {}, static_cast<int64_t>(data.size())));
+      return;
+    case Command::kTime:
+      if (!arity(0, 0)) return;
+      send(c, wire::reply(Reply::kOk, {}, {},
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count()));
       return;
     case Command::kHello:
       protocol_error(c, "a second HELLO");

@@ -112,9 +112,9 @@ std::atomic<bool> g_clock_offset_known{false};
 
 namespace {
 
-thread_local uint64_t t_last_enqueued = 0;  // record id + 1 of this thread's last enqueue
+thread_local uint64_t t_last_enqueued = 0;  // trace id of this thread's last enqueue
 thread_local int64_t t_last_enqueued_ns = 0;
-thread_local uint64_t t_running = 0;  // record id + 1 of the op this thread executes
+thread_local uint64_t t_running = 0;  // trace id of the op this thread executes
 
 class Hooks final : public ProcessGroupHooks {
  public:
@@ -138,22 +138,25 @@ class Hooks final : public ProcessGroupHooks {
     if (r.config().cpp_stack) s.nframes = static_cast<uint8_t>(::backtrace(s.frames, Slot::kMaxFrames));
     r.publish(id);
     (is_p2p ? g_->last_enqueued_p2p : g_->last_enqueued_coll).store(work.seq(), std::memory_order_relaxed);
-    work.set_trace_id(id + 1);
-    t_last_enqueued = id + 1;
+    // The trace id carries whether the op is p2p, so start and completion
+    // need not read the slot's (lock-guarded) fields.
+    const uint64_t trace = 2 * (id + 1) + (is_p2p ? 1 : 0);
+    work.set_trace_id(trace);
+    t_last_enqueued = trace;
     t_last_enqueued_ns = created;
   }
 
   void on_start(Work& work) override {
     const uint64_t tid = work.trace_id();
     if (tid == 0) return;
-    if (Slot* s = Recorder::get().live(tid - 1)) {
+    if (Slot* s = Recorder::get().live(tid / 2 - 1)) {
       // Started on the thread that issued it, right away (the inline path):
       // the issue time is the start time.
       const int64_t now = tid == t_last_enqueued ? t_last_enqueued_ns : steady_ns();
       s->started_ns.store(now, std::memory_order_relaxed);
       s->state.store(State::kStarted, std::memory_order_release);
       t_running = tid;
-      (s->is_p2p ? g_->last_started_p2p : g_->last_started_coll).store(work.seq(), std::memory_order_relaxed);
+      ((tid & 1) ? g_->last_started_p2p : g_->last_started_coll).store(work.seq(), std::memory_order_relaxed);
     }
   }
 
@@ -166,10 +169,12 @@ class Hooks final : public ProcessGroupHooks {
     if (s) {
       const auto& ranks = status.ranks();
       const size_t n = std::min<size_t>(ranks.size(), Slot::kMaxAwaited);
+      s->lock();
       for (size_t i = 0; i < n; ++i) s->awaited[i] = ranks[i];
       s->nawaited.store(static_cast<uint8_t>(n), std::memory_order_release);
+      s->unlock();
       s->failed.store(true, std::memory_order_release);
-      r.set_error(tid - 1, status.message());
+      r.set_error(tid / 2 - 1, status.message());
     }
     const bool failure = status.code() == ErrorCode::kTimeout || status.code() == ErrorCode::kPeerLost;
     if (!failure || !r.config().dump_on_failure) return;
@@ -190,9 +195,11 @@ class Hooks final : public ProcessGroupHooks {
     // Who the op is still waiting for, as its wait loop last noted it.
     std::vector<int> awaited;
     if (work.trace_id() != 0)
-      if (Slot* s = r.live(work.trace_id() - 1)) {
+      if (Slot* s = r.live(work.trace_id() / 2 - 1)) {
+        s->lock();
         const uint8_t n = s->nawaited.load(std::memory_order_acquire);
         awaited.assign(s->awaited, s->awaited + n);
+        s->unlock();
       }
     std::string path = dump_now("timeout", fmt::format("wait on {} #{} on group {} passed its deadline",
                                                        work.op_name(), work.seq(), g_->info.pg_id));
@@ -225,11 +232,11 @@ class Hooks final : public ProcessGroupHooks {
     const uint64_t tid = work.trace_id();
     if (tid == 0) return nullptr;
     if (t_running == tid) t_running = 0;
-    Slot* s = Recorder::get().live(tid - 1);
+    Slot* s = Recorder::get().live(tid / 2 - 1);
     if (!s) return nullptr;
     s->completed_ns.store(steady_ns(), std::memory_order_relaxed);
     s->state.store(State::kCompleted, std::memory_order_release);
-    (s->is_p2p ? g_->last_completed_p2p : g_->last_completed_coll).store(work.seq(), std::memory_order_relaxed);
+    ((tid & 1) ? g_->last_completed_p2p : g_->last_completed_coll).store(work.seq(), std::memory_order_relaxed);
     return s;
   }
 
@@ -246,12 +253,13 @@ std::deque<std::string>& thread_names() {
 
 void note_awaited(const std::vector<int>& ranks) {
   if (t_running == 0) return;
-  Slot* s = Recorder::get().live(t_running - 1);
+  Slot* s = Recorder::get().live(t_running / 2 - 1);
   if (!s) return;
   const size_t n = std::min<size_t>(ranks.size(), Slot::kMaxAwaited);
-  s->nawaited.store(0, std::memory_order_relaxed);
+  s->lock();
   for (size_t i = 0; i < n; ++i) s->awaited[i] = ranks[i];
   s->nawaited.store(static_cast<uint8_t>(n), std::memory_order_release);
+  s->unlock();
 }
 
 const ThreadTag& this_thread_tag() {
@@ -284,6 +292,7 @@ uint64_t Recorder::begin(GroupTrace* g, const char* op, bool is_event, bool is_p
                          int64_t created_ns) {
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   Slot& s = slot(id);
+  s.lock();
   // The record this one overwrites is counted as dropped for its group, so
   // an analyser can tell a wrapped ring from a skipped collective.
   const uint64_t old = s.version.load(std::memory_order_relaxed);
@@ -353,8 +362,12 @@ std::vector<EntryCopy> Recorder::snapshot() {
   }
   for (uint64_t id = first; id < next; ++id) {
     Slot& s = slot(id);
+    s.lock();
     const uint64_t v1 = s.version.load(std::memory_order_acquire);
-    if (v1 != 2 * id + 2) continue;  // being written, or already overwritten
+    if (v1 != 2 * id + 2) {  // being written, or already overwritten
+      s.unlock();
+      continue;
+    }
     EntryCopy e{};
     e.id = s.id;
     e.group = s.group;
@@ -376,8 +389,7 @@ std::vector<EntryCopy> Recorder::snapshot() {
     e.frames.assign(s.frames, s.frames + s.nframes);
     const uint8_t na = s.nawaited.load(std::memory_order_acquire);
     e.awaited.assign(s.awaited, s.awaited + na);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (s.version.load(std::memory_order_relaxed) != v1) continue;  // overwritten while copied
+    s.unlock();
     if (auto it = errors.find(id); it != errors.end()) e.error = it->second;
     out.push_back(std::move(e));
   }
@@ -392,7 +404,11 @@ std::vector<const GroupTrace*> Recorder::groups() {
 }
 
 void Recorder::reset() {
-  for (auto& s : slots_) s.version.store(0, std::memory_order_relaxed);
+  for (auto& s : slots_) {
+    s.lock();
+    s.version.store(0, std::memory_order_relaxed);
+    s.unlock();
+  }
   next_id_.store(0);
   std::lock_guard<std::mutex> l(mu_);
   errors_.clear();

@@ -1,7 +1,7 @@
 // The Flight Recorder's ring (internal to dist). Writers claim a slot with
-// one atomic increment and publish it under a per-slot sequence lock, so
-// recording never takes a lock on the op path; a dump copies the slots and
-// skips any that a writer is rewriting at that moment.
+// one atomic increment and fill it under that slot's own spin lock (never
+// contended on the op path: only a dump or a ring lapping itself touches the
+// same slot), so recording takes no shared lock.
 #pragma once
 
 #include <atomic>
@@ -49,7 +49,14 @@ struct TensorList {
 enum class State : uint8_t { kScheduled, kStarted, kCompleted };
 
 struct Slot {
+  std::atomic<bool> busy{false};     // the slot's lock
   std::atomic<uint64_t> version{0};  // 2*id+1 while written, 2*id+2 once published
+  void lock() {
+    while (busy.exchange(true, std::memory_order_acquire))
+      while (busy.load(std::memory_order_relaxed)) {
+      }
+  }
+  void unlock() { busy.store(false, std::memory_order_release); }
   uint64_t id = 0;
   GroupTrace* group = nullptr;
   const char* op = nullptr;
@@ -111,7 +118,12 @@ class Recorder {
   uint64_t begin(GroupTrace* g, const char* op, bool is_event, bool is_p2p, uint64_t seq, int peer,
                  int64_t created_ns);  // returns the record id; the slot is published by publish()
   Slot& slot(uint64_t id) { return slots_[id % slots_.size()]; }
-  void publish(uint64_t id) { slot(id).version.store(2 * id + 2, std::memory_order_release); }
+  // Ends what begin() started (begin() returns with the slot locked).
+  void publish(uint64_t id) {
+    Slot& s = slot(id);
+    s.version.store(2 * id + 2, std::memory_order_release);
+    s.unlock();
+  }
   // The slot for `id` when it still holds that record.
   Slot* live(uint64_t id) {
     Slot& s = slot(id);

@@ -437,6 +437,16 @@ class GlooProcessGroup final : public ProcessGroup {
       if (deadline.expired())
         throw TimeoutError(fmt::format("{} waited behind earlier operations past the group timeout "
                                        "({} ms)", what, timeout().count()));
+      {
+        // Revoked (the watchdog closed the connections): a new op would post
+        // receives on closed pairs and wait out the whole timeout.
+        std::lock_guard<std::mutex> g(failed_mu_);
+        if (!known_failed_.empty())
+          throw PeerLostError(fmt::format("{}: the group was revoked: rank(s) {} failed; agree on the failed set "
+                                          "and reconfigure() to continue with the survivors",
+                                          what, known_failed_),
+                              std::vector<int>(known_failed_.begin(), known_failed_.end()));
+      }
       try {
         try {
           body(std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline.remaining())));

@@ -229,6 +229,7 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
   }
   std::lock_guard<std::mutex> lock(state().mu);
   state().job_store = store;
+  if (!store) return group;  // mpi: no job store
   watch_flight_recorder_requests(store);
   try {
     if (auto offset = store->clock_offset_ns()) set_flight_recorder_clock_offset(*offset);

@@ -1,0 +1,22 @@
+#!/bin/bash
+# The Flight Recorder on the mpi backend, end to end: rank 1 skips one
+# allreduce under mpirun; every rank must dump and `sinew fr analyze` must
+# name the collective and the missing rank.
+# usage: fr_hang.sh MPIEXEC DEMO SINEW
+set -u
+mpiexec=$1 demo=$2 sinew=$3
+dir=$(mktemp -d /tmp/sinew-fr-mpi-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+SINEW_FR_DUMP_TEMP_FILE=$dir/rank_ "$mpiexec" --allow-run-as-root --oversubscribe -np 3 \
+  -x SINEW_FR_DUMP_TEMP_FILE "$demo" --backend mpi --skip 1:3 --steps 6 --timeout 2 >"$dir/run.log" 2>&1
+rc=$?
+[ "$rc" -ne 0 ] || { echo "FAIL: the run should have failed"; cat "$dir/run.log"; exit 1; }
+for r in 0 1 2; do
+  for _ in $(seq 100); do [ -s "$dir/rank_$r" ] && break; sleep 0.1; done
+  [ -s "$dir/rank_$r" ] || { echo "FAIL: rank $r did not dump"; cat "$dir/run.log"; exit 1; }
+done
+out=$("$sinew" fr analyze "$dir" 2>&1)
+echo "$out"
+grep -q "culprit: group default@e0 collective #4 allreduce — rank(s) \[1\] never joined" <<<"$out" ||
+  { echo "FAIL: the analyzer did not name collective #4 and rank 1"; exit 1; }
+echo PASS

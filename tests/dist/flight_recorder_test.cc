@@ -23,7 +23,11 @@ namespace sinew::dist {
 namespace {
 
 // A small ring for this program, set before the recorder reads its settings.
-const bool kSmallRing = [] { return setenv("SINEW_FR_BUFFER_SIZE", "64", 1) == 0; }();
+// A small ring and C++ stacks for this program, set before the recorder
+// reads its settings (PyTorch's spelling for the stacks).
+const bool kSmallRing = [] {
+  return setenv("SINEW_FR_BUFFER_SIZE", "64", 1) == 0 && setenv("TORCH_FR_CPP_STACK", "1", 1) == 0;
+}();
 
 using testing::run_ranks;
 
@@ -71,6 +75,7 @@ TEST_P(BackendFr, RecordsEveryOpWithPyTorchsFields) {
     std::vector<uint8_t> p(7);
     if (pg.rank() == 0) pg.send(TensorView::flat(p.data(), DType::kU8, 7), 1)->wait();
     else pg.recv(TensorView::flat(p.data(), DType::kU8, 7), 0)->wait();
+    pg.split(0, pg.rank());  // an event in the parent's trace (its allgather is an op of the parent)
   });
   auto d = dump();
   const std::string pg_id = name + "@e0";
@@ -78,7 +83,11 @@ TEST_P(BackendFr, RecordsEveryOpWithPyTorchsFields) {
   EXPECT_EQ(d["pg_config"][pg_id]["backend"], GetParam());
   EXPECT_EQ(d["pg_config"][pg_id]["size"], 2);
   auto es = entries_of(d, pg_id);
-  ASSERT_EQ(es.size(), 8u) << d.dump(1);  // 4 ops on each of the 2 ranks
+  ASSERT_EQ(es.size(), 10u) << d.dump(1);  // 5 ops (the split's allgather included) on each of the 2 ranks
+  int splits = 0;
+  for (const auto& e : d["entries"])
+    if (e["pg_id"] == pg_id && e["event"] == "split") ++splits;
+  EXPECT_EQ(splits, 2);
   std::map<std::string, int> ops;
   for (const auto& e : es) {
     ops[e["profiling_name"]]++;
@@ -89,7 +98,10 @@ TEST_P(BackendFr, RecordsEveryOpWithPyTorchsFields) {
     EXPECT_LE(e["time_discovered_started_ns"].get<int64_t>(), e["time_discovered_completed_ns"].get<int64_t>());
     EXPECT_EQ(e["timeout_ms"], 30000);
     EXPECT_EQ(e["epoch"], 0);
+    ASSERT_FALSE(e["frames"].empty()) << "TORCH_FR_CPP_STACK=1 but no frames";
+    EXPECT_TRUE(e["frames"][0].contains("name") && e["frames"][0].contains("filename"));
     const std::string op = e["profiling_name"];
+    if (op == GetParam() + ":allgather_into_tensor") continue;  // the split's membership exchange
     if (op == GetParam() + ":allreduce") {
       EXPECT_EQ(e["collective_seq_id"], 1);
       EXPECT_EQ(e["input_sizes"], nlohmann::json::parse("[[8, 4]]"));
@@ -111,8 +123,8 @@ TEST_P(BackendFr, RecordsEveryOpWithPyTorchsFields) {
       EXPECT_EQ(op == GetParam() + ":send" ? e["input_sizes"] : e["output_sizes"], nlohmann::json::parse("[[7]]"));
     }
   }
-  EXPECT_EQ(ops.size(), 5u);
-  EXPECT_EQ(d["pg_status"][pg_id]["last_completed_collective"], 3);
+  EXPECT_EQ(ops.size(), 6u);
+  EXPECT_EQ(d["pg_status"][pg_id]["last_completed_collective"], 4);
   EXPECT_EQ(d["pg_status"][pg_id]["last_completed_p2p"], 1);
   EXPECT_EQ(d["format"], "sinew-fr");
   EXPECT_EQ(d["format_version"], 1);

@@ -212,7 +212,12 @@ class Hooks final : public ProcessGroupHooks {
   void on_abort(const std::string& reason) override {
     Recorder& r = Recorder::get();
     r.record_event(g_, GroupEvent::kAbort, reason);
-    if (r.config().dump_on_failure) dump_now("abort", fmt::format("group {}: {}", g_->info.pg_id, reason));
+    // An abort with nothing in flight (a group torn down after its last op)
+    // has nothing to diagnose.
+    const bool in_flight = g_->last_enqueued_coll.load() != g_->last_completed_coll.load() ||
+                           g_->last_enqueued_p2p.load() != g_->last_completed_p2p.load();
+    if (r.config().dump_on_failure && in_flight)
+      dump_now("abort", fmt::format("group {}: {}", g_->info.pg_id, reason));
   }
 
   void on_event(GroupEvent event, const std::string& detail) override {
@@ -245,8 +250,9 @@ class Hooks final : public ProcessGroupHooks {
 
 std::mutex g_names_mu;
 std::deque<std::string>& thread_names() {
-  static std::deque<std::string> names;
-  return names;
+  // Never destroyed: entries point into it, and a dump may run during exit.
+  static auto* names = new std::deque<std::string>();
+  return *names;
 }
 
 }  // namespace

@@ -91,8 +91,16 @@ bool install_if_default(int sig, void (*handler)(int)) {
 
 std::atomic<int64_t> g_last_dump_ns{0};
 
+// Held while a dump is written. At exit the process waits (bounded) for a
+// dump in progress, then no new one starts: static objects that logging and
+// rendering use are about to be destroyed.
+std::timed_mutex g_writing;
+std::atomic<bool> g_exiting{false};
+
 std::string write_dump(const std::string& reason, const std::string& detail) {
+  std::unique_lock<std::timed_mutex> writing(g_writing);
   const std::string path = dump_path();
+  if (g_exiting.load()) return path;
   g_last_dump_ns.store(steady_ns());
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   try {
@@ -237,6 +245,15 @@ void start_service() {
     SINEW_INFO(kColl, "[FR] signal {} already has a handler; dump on signal is off", c.dump_signal);
   g_term_alarm_s = static_cast<unsigned>(c.dump_timeout_ms / 1000 + 1);
   if (c.dump_on_failure) install_if_default(SIGTERM, on_terminate);
+  std::atexit([] {
+    const auto limit = std::chrono::milliseconds(Recorder::get().config().dump_timeout_ms);
+    if (g_writing.try_lock_for(limit)) {
+      g_exiting = true;
+      g_writing.unlock();
+    } else {
+      g_exiting = true;
+    }
+  });
   std::thread t(loop);
   {
     std::lock_guard<std::mutex> g(s.mu);

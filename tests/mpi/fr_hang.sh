@@ -8,7 +8,14 @@ mpiexec=$1 demo=$2 sinew=$3
 dir=$(mktemp -d /tmp/sinew-fr-mpi-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 SINEW_FR_DUMP_TEMP_FILE=$dir/rank_ "$mpiexec" --allow-run-as-root --oversubscribe -np 3 \
-  -x SINEW_FR_DUMP_TEMP_FILE "$demo" --backend mpi --skip 1:3 --steps 6 --timeout 2 >"$dir/run.log" 2>&1
+  -x SINEW_FR_DUMP_TEMP_FILE "$demo" --backend mpi --skip 1:3 --steps 6 --timeout 2 \
+  >"$dir/run.log" 2>&1 &
+mpirun_pid=$!
+# Ranks 0 and 2 time out and dump; the user then stops the stuck job, and the
+# skipper dumps on SIGTERM (mpirun itself leaves it running).
+for _ in $(seq 300); do [ -s "$dir/rank_0" ] && [ -s "$dir/rank_2" ] && break; sleep 0.1; done
+pkill -TERM -f -- "$demo --backend mpi --skip 1:3 --steps 6 --timeout 2"
+wait $mpirun_pid
 rc=$?
 [ "$rc" -ne 0 ] || { echo "FAIL: the run should have failed"; cat "$dir/run.log"; exit 1; }
 for r in 0 1 2; do

@@ -8,7 +8,7 @@ pkgs=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libucx-dev ucx-utils libgloo-dev
   libopenmpi-dev openmpi-bin
-  libopenblas-dev liblapacke-dev
+  libopenblas-dev liblapacke-dev libblis-dev
   python3
 )
 missing=()

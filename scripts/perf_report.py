@@ -90,6 +90,257 @@ def targets(rows):
         print()
 
 
+
+# --- gemm and peak (issue #5) -------------------------------------------------
+
+GEMM_PEERS = ["sinew", "sinew-tile", "sinew-blas", "sinew-fused", "sinew-unfused", "openblas", "blis"]
+
+
+def geomean(xs):
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
+
+
+def parse_gemm_case(c):
+    """'mm/f32/128x3072x768/none/t1' -> (op, dtype, (m, n, k), epilogue, threads)."""
+    parts = c.split("/")
+    if len(parts) != 5 or not parts[4].startswith("t"):
+        return None
+    dims = [int(x) for x in parts[2].split("x")]
+    if len(dims) != 3:
+        return None
+    return parts[0], parts[1], tuple(dims), parts[3], int(parts[4][1:])
+
+
+def svg_roofline(path, title, points, peaks, bandwidths):
+    """Log-log GFLOP/s over arithmetic intensity (flop/byte), with horizontal
+    peak lines and the bandwidth roofs y = GB/s x intensity."""
+    W, H, L, B, T, R = 680, 420, 70, 50, 30, 170
+    xs = [x for pts in points.values() for x, _ in pts if x > 0]
+    ys = [y for pts in points.values() for _, y in pts if y > 0] + [p for _, p in peaks if p > 0]
+    if not xs or not ys:
+        return False
+    x0, x1 = math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs)))
+    y0, y1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys) * 1.2))
+    sx = lambda x: L + (math.log10(x) - x0) / max(x1 - x0, 1e-9) * (W - L - R)
+    sy = lambda y: H - B - (math.log10(y) - y0) / max(y1 - y0, 1e-9) * (H - B - T)
+    colors = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#7f7f7f", "#8c564b"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{W}" height="{H}" fill="white"/>',
+           f'<text x="{(L + W - R) / 2}" y="18" text-anchor="middle" font-size="13">{title}</text>']
+    for e in range(int(y0), int(y1) + 1):
+        out.append(f'<line x1="{L}" y1="{sy(10 ** e):.1f}" x2="{W - R}" y2="{sy(10 ** e):.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{L - 5}" y="{sy(10 ** e) + 4:.1f}" text-anchor="end">{10 ** e:g}</text>')
+    for e in range(int(x0), int(x1) + 1):
+        out.append(f'<line x1="{sx(10 ** e):.1f}" y1="{T}" x2="{sx(10 ** e):.1f}" y2="{H - B}" stroke="#eee"/>')
+        out.append(f'<text x="{sx(10 ** e):.1f}" y="{H - B + 15}" text-anchor="middle">{10 ** e:g}</text>')
+    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">arithmetic intensity (flop/byte)</text>')
+    out.append(f'<text x="15" y="{(T + H - B) / 2}" transform="rotate(-90 15 {(T + H - B) / 2})" '
+               f'text-anchor="middle">GFLOP/s</text>')
+    ymax = 10 ** y1
+    for i, (label, gbps) in enumerate(bandwidths):
+        # The roof y = gbps * x, clipped to the plot.
+        xa, xb = 10 ** x0, min(10 ** x1, ymax / gbps)
+        if xb > xa and gbps * xa > 0:
+            out.append(f'<line x1="{sx(xa):.1f}" y1="{sy(max(gbps * xa, 10 ** y0)):.1f}" x2="{sx(xb):.1f}" '
+                       f'y2="{sy(gbps * xb):.1f}" stroke="#555" stroke-dasharray="{4 + 3 * i},3"/>')
+            out.append(f'<text x="{W - R + 8}" y="{H - B - 15 * i}" fill="#555">{label}</text>')
+    for i, (label, gf) in enumerate(peaks):
+        if gf <= 0:
+            continue
+        out.append(f'<line x1="{L}" y1="{sy(gf):.1f}" x2="{W - R}" y2="{sy(gf):.1f}" stroke="#000" '
+                   f'stroke-dasharray="{8 - 3 * i},3"/>')
+        out.append(f'<text x="{W - R + 8}" y="{sy(gf) + 4:.1f}">{label}</text>')
+    for i, (name, pts) in enumerate(points.items()):
+        c = colors[i % len(colors)]
+        for x, y in pts:
+            if x > 0 and y > 0:
+                out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{c}" fill-opacity="0.75"/>')
+        # The legend stacks up from above the bandwidth labels.
+        ly = H - B - 15 * (len(bandwidths) + len(points) - i)
+        out.append(f'<circle cx="{W - R + 12}" cy="{ly - 4}" r="4" fill="{c}"/>'
+                   f'<text x="{W - R + 20}" y="{ly}" fill="{c}">{name}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+    return True
+
+
+def peak_figures(rows):
+    """{(what, threads): value} from suite peak rows (what: fma_f32, dot_bf16, triad, copy)."""
+    out = {}
+    for r in rows:
+        if r["suite"] == "peak":
+            what, t = r["case"].split("/")
+            out[(what, int(t[1:]))] = r["value"]
+    return out
+
+
+def render_peak(rows):
+    peak = peak_figures(rows)
+    threads = sorted({t for _, t in peak})
+    print("The machine's limits, measured in the same run as the suites compared with them: chains of zmm")
+    print("FMAs (f32), of vdpbf16ps (bf16 dot products, two multiply-adds per f32 lane), and STREAM triad and")
+    print("copy over 128 MiB arrays (bytes as STREAM counts them); best of several runs.\n")
+    names = [("fma_f32", "f32 FMA peak", "GFLOP/s"), ("dot_bf16", "bf16 dot-product peak", "GFLOP/s"),
+             ("triad", "stream triad", "GB/s"), ("copy", "stream copy", "GB/s")]
+    print("| what | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}" for t in threads) + " |")
+    print("|---" * (1 + len(threads)) + "|")
+    for key, label, unit in names:
+        if any((key, t) in peak for t in threads):
+            cells = [f"{fmt(peak[(key, t)])} {unit}" if (key, t) in peak else "-" for t in threads]
+            print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+
+
+def gemm_targets(val, cases, peak):
+    """Issue #5's targets, read off this run, per thread count."""
+    checks = []
+    threads = sorted({p[4] for p in cases.values()})
+    for t in threads:
+        sq = [(c, p) for c, p in cases.items() if p[4] == t and p[0] == "mm" and len(set(p[2])) == 1]
+        f32 = [(c, p) for c, p in sq if p[1] == "f32" and p[2][0] >= 512]
+        r = [val[(c, "sinew", "gflops")] / val[(c, "openblas", "gflops")] for c, _ in f32
+             if (c, "openblas", "gflops") in val and (c, "sinew", "gflops") in val]
+        if r:
+            g = geomean(r)
+            checks.append((f"f32 mm >= 1.05x OpenBLAS (geomean, squares n >= 512), t{t}", f"{g:.2f}x over {len(r)}",
+                           g >= 1.05))
+        fr = [val[(c, "sinew", "frac_of_peak")] for c, p in f32 if p[2][0] >= 1024 and (c, "sinew", "frac_of_peak") in val]
+        if fr:
+            checks.append((f"f32 mm >= 92% of FMA peak at n >= 1024, t{t}",
+                           f"{100 * min(fr):.0f}% to {100 * max(fr):.0f}%", min(fr) >= 0.92))
+        fb = [val[(c, "sinew", "frac_of_peak")] for c, p in sq if p[1] == "bf16" and p[2][0] >= 1024
+              and (c, "sinew", "frac_of_peak") in val]
+        if fb:
+            checks.append((f"bf16 mm >= 85% of the bf16 peak (n >= 1024), t{t}",
+                           f"{100 * min(fb):.0f}% to {100 * max(fb):.0f}%", min(fb) >= 0.85))
+        ep = [(c, p) for c, p in cases.items() if p[4] == t and p[0] == "addmm"]
+        mem = [val[(c, "sinew", "gflops")] / val[(c, "openblas", "gflops")] for c, p in ep if p[2][0] <= 8
+               and (c, "openblas", "gflops") in val and (c, "sinew", "gflops") in val]
+        rest = [val[(c, "sinew", "gflops")] / val[(c, "openblas", "gflops")] for c, p in ep if p[2][0] > 8
+                and (c, "openblas", "gflops") in val and (c, "sinew", "gflops") in val]
+        if mem:
+            checks.append((f"addmm+bias+GELU fused >= 1.3x OpenBLAS + separate pass (M <= 8), t{t}",
+                           f"{min(mem):.2f}x to {max(mem):.2f}x", min(mem) >= 1.3))
+        if rest:
+            checks.append((f"addmm+bias+GELU never slower than OpenBLAS + pass (M > 8), t{t}",
+                           f"{min(rest):.2f}x to {max(rest):.2f}x", min(rest) >= 1.0))
+        gv = [val[(c, "sinew", "frac_of_triad")] for c, p in cases.items() if p[4] == t and p[0] == "gemv"
+              and p[1] == "f32" and (c, "sinew", "frac_of_triad") in val]
+        if gv:
+            checks.append((f"f32 GEMV >= 0.9x stream triad, t{t}", f"{min(gv):.2f}x to {max(gv):.2f}x", min(gv) >= 0.9))
+        for wd, want in (("bf16", 2), ("fp8_e4m3", 4), ("nvfp4", 7)):
+            sp = [val[(c, "sinew", "speedup_vs_f32")] for c, p in cases.items() if p[4] == t and p[0] == "gemv"
+                  and p[1] == wd and (c, "sinew", "speedup_vs_f32") in val]
+            if sp:
+                checks.append((f"GEMV {wd} weights ~{want}x the f32 tokens/s, t{t}",
+                               f"{min(sp):.2f}x to {max(sp):.2f}x", min(sp) >= 0.8 * want))
+    for (c, i, m), v in val.items():
+        if m == "within_3pct_share":
+            n = val.get((c, i, "shapes"), 0)
+            checks.append((f"autotuned pick within 3% of the exhaustive best on >= 90% of unseen shapes, {c.split('/')[-1]}",
+                           f"{v:.0f}% of {n:.0f} shapes", v >= 90))
+        if m == "ns" and c.startswith("dispatch/warm_lookup"):
+            checks.append(("warm dispatch (cached pick) < 1 us", f"{v:.0f} ns", v < 1000))
+    if checks:
+        print("| target | measured | met |")
+        print("|---|---|---|")
+        for name, got, ok in checks:
+            print(f"| {name} | {got} | {'yes' if ok else 'NO'} |")
+        print()
+
+
+def render_gemm(rows, all_rows, out_dir):
+    val = {(r["case"], r["impl"], r["metric"]): r["value"] for r in rows}
+    cases = OrderedDict()
+    for r in rows:
+        p = parse_gemm_case(r["case"])
+        if p:
+            cases.setdefault(r["case"], p)
+    peak = peak_figures(all_rows)
+    print("Cases are `<op>/<dtype>/<M>x<N>x<K>/<epilogue>/t<threads>`. `sinew` = mm/addmm through the public API,")
+    print("dispatched to the autotuned pick; `sinew-tile` / `sinew-blas` = each family's best variant from the")
+    print("tuning; `sinew-fused` / `sinew-unfused` = the pick with its epilogue fused into the tile store or run as")
+    print("a separate pass; `openblas` = CBLAS called directly (addmm: bias broadcast, sgemm with beta = 1, then a")
+    print("vectorized GELU pass; bf16, fp8 and NVFP4 rows: sgemm/sgemv of the same shape on f32 operands, as")
+    print("OpenBLAS 0.3.21 has no bf16 GEMM); `blis` = BLIS 0.9 (skx kernels) through its typed API. OpenBLAS ran")
+    print("without `OPENBLAS_CORETYPE`/`OPENBLAS_L2_SIZE`. Each figure is the fastest of samples interleaved")
+    print("across the impls (the machine is shared; other work only adds time). frac_of_peak is of the FMA peak")
+    print("measured in the same run (the bf16 dot peak for bf16 cases).\n")
+    gemm_targets(val, cases, peak)
+    ops = OrderedDict()
+    for c, p in cases.items():
+        ops.setdefault(p[0], []).append(c)
+    for op, cs in ops.items():
+        metric = "GBps" if op == "gemv" else "gflops"
+        unit = "GB/s" if metric == "GBps" else "GFLOP/s"
+        impls = [i for i in GEMM_PEERS if any((c, i, metric) in val for c in cs)]
+        peers = [i for i in impls if i != "sinew"]
+        extra = "frac_of_triad" if op == "gemv" else "frac_of_peak"
+        print(f"### {op}: {metric} ({unit}, higher is better)\n")
+        if op == "gemv":
+            print("Bytes are the weights as stored (with their scales) plus x and y; `openblas` streams f32 weights.")
+            print("speedup_vs_f32 = sinew's f32-weight time over this format's (tokens per second gained).\n")
+        head = ["case"] + impls + [f"sinew {extra}"] + (["speedup_vs_f32"] if op == "gemv" else []) + \
+               [f"sinew vs {p}" for p in peers]
+        print("| " + " | ".join(head) + " |")
+        print("|---" * len(head) + "|")
+        for c in cs:
+            cells = [fmt(val[(c, i, metric)]) if (c, i, metric) in val else "-" for i in impls]
+            cells.append(f"{100 * val[(c, 'sinew', extra)]:.0f}%" if (c, "sinew", extra) in val else "-")
+            if op == "gemv":
+                cells.append(f"{val[(c, 'sinew', 'speedup_vs_f32')]:.2f}x" if (c, "sinew", "speedup_vs_f32") in val
+                             else "-")
+            s = val.get((c, "sinew", metric))
+            for p in peers:
+                v = val.get((c, p, metric))
+                cells.append(f"{s / v:.2f}x" if s and v else "-")
+            print(f"| {c} | " + " | ".join(cells) + " |")
+        print()
+
+    evals = [(r["case"], r["value"]) for r in rows if r["metric"] == "pick_vs_best"]
+    if evals:
+        print("### autotuner: prescreened pick against the exhaustive best\n")
+        print("Every variant of each shape was timed (the tuner's default samples); `pick` is the fastest of the")
+        print("variants the cost model let through, `best` the fastest of all, from the same timings. These shapes")
+        print("are outside the cost model's training set (`sinew tune --fit`).\n")
+        print("| shape | pick / best |")
+        print("|---|---|")
+        for c, v in evals:
+            print(f"| {c} | {v:.3f}x{'' if v <= 1.03 else ' (over 3%)'} |")
+        print()
+    disp = [(r["case"], r["impl"], r["value"]) for r in rows if r["case"].startswith("dispatch/")]
+    if disp:
+        print("### dispatch cost\n")
+        print("| case | impl | ns |")
+        print("|---|---|---|")
+        for c, i, v in disp:
+            print(f"| {c} | {i} | {v:.0f} |")
+        print()
+
+    # Roofline per thread count: sinew and openblas over arithmetic intensity.
+    size = {"f32": 4, "bf16": 2, "fp8_e4m3": 1, "nvfp4": 0.5625}
+    for t in sorted({p[4] for p in cases.values()}):
+        points = defaultdict(list)
+        for c, p in cases.items():
+            op, dt, (m, n, k), _, tt = p
+            if tt != t or op == "gemv":
+                continue
+            bytes_ = (m * k + k * n + m * n) * size.get(dt, 4)
+            # The peers' rows of other dtypes are f32 runs of the shape: not at this intensity.
+            for impl in ("sinew", "openblas", "blis") if dt == "f32" else ("sinew",):
+                g = val.get((c, impl, "gflops"))
+                if g:
+                    points[f"{impl} {dt}" if dt != "f32" else impl].append((2.0 * m * n * k / bytes_, g))
+        peaks = [(f"f32 FMA peak {fmt(peak.get(('fma_f32', t), 0))}", peak.get(("fma_f32", t), 0)),
+                 (f"bf16 dot peak {fmt(peak.get(('dot_bf16', t), 0))}", peak.get(("dot_bf16", t), 0))]
+        bws = [(f"triad {fmt(peak[('triad', t)])} GB/s", peak[("triad", t)])] if ("triad", t) in peak else []
+        name = f"gemm-roofline-t{t}.svg"
+        if svg_roofline(os.path.join(out_dir, name), f"GEMM roofline, {t} thread{'s' if t > 1 else ''}",
+                        dict(points), peaks, bws):
+            print(f"![gemm roofline t{t}](perf/{name})\n")
+
 def main(paths):
     rows = load(paths)
     out_dir = "docs/perf"
@@ -103,6 +354,12 @@ def main(paths):
         by_suite.setdefault(r["suite"], []).append(r)
     for suite, srows in by_suite.items():
         print(f"## {suite}\n")
+        if suite == "peak":
+            render_peak(srows)
+            continue
+        if suite == "gemm":
+            render_gemm(srows, rows, out_dir)
+            continue
         if suite == "collectives":
             print("Cases are `<op>/<dtype>/<bytes>B/ws<ranks>`; busbw as nccl-tests defines it; latency is the")
             print("median over samples of the slowest rank's time per op. `sinew` = shared memory, `sinew-ucx` =")

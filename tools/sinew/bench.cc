@@ -6,6 +6,9 @@
 #include <sstream>
 
 #include "bench/collectives_bench.h"
+#include "bench/gemm_bench.h"
+#include "bench/linalg_bench.h"
+#include "bench/peak_bench.h"
 #include "bench/recovery_bench.h"
 #include "tools/sinew/commands.h"
 
@@ -143,6 +146,130 @@ void add_bench_command(CLI::App& app, int& rc) {
   rworker->add_option("--victim", rw->victim)->required();
   rworker->add_option("--timeout-s", rw->trial_timeout_s);
   rworker->callback([rw, &rc] { rc = bench::run_recovery_worker(*rw); });
+
+  struct LinalgOpts {
+    std::string csv, sizes, threads, ops, dtypes;
+    bool quick = false;
+  };
+  auto lo = std::make_shared<LinalgOpts>();
+  auto* lin = bench->add_subcommand(
+      "linalg",
+      "Cholesky, QR, eigh and SVD beside OpenBLAS LAPACK (potrf, geqrf+orgqr, syevd, gesvj, gesdd), f64 and f32, "
+      "n = 64 to 1024 and a batch of 10,000 32x32 matrices, 1 and 2 threads");
+  lin->add_option("--csv", lo->csv, "append rows suite,case,impl,metric,value,unit to FILE");
+  lin->add_option("--sizes", lo->sizes, "comma list of matrix orders (default 64,128,256,512,1024)");
+  lin->add_option("--threads", lo->threads, "comma list of thread counts (default 1,2)");
+  lin->add_option("--ops", lo->ops, "comma list from cholesky,qr,eigh,svd (default all)");
+  lin->add_option("--dtypes", lo->dtypes, "comma list from f64,f32 (default both)");
+  lin->add_flag("--quick", lo->quick, "a short run: n = 64 and 256, a batch of 1,000, few samples");
+  lin->callback([lo, &rc] {
+    bench::LinalgConfig cfg;
+    if (lo->quick) {
+      cfg.sizes = {64, 256};
+      cfg.batch = 1000;
+      cfg.sample_seconds = 0.05;
+      cfg.max_samples = 3;
+      cfg.gesvj_max_n = 256;
+      cfg.rel_err_max_n = 256;
+    }
+    auto ints = [](const std::string& list, const char* what) {
+      std::vector<int64_t> out;
+      for (const auto& tok : split_list(list)) {
+        size_t pos = 0;
+        int64_t v = 0;
+        try {
+          v = std::stoll(tok, &pos);
+        } catch (const std::exception&) {
+          pos = 0;
+        }
+        if (pos != tok.size() || v < 1) throw CLI::ValidationError(what, "positive integers, got '" + tok + "'");
+        out.push_back(v);
+      }
+      return out;
+    };
+    if (!lo->sizes.empty()) cfg.sizes = ints(lo->sizes, "--sizes");
+    if (!lo->threads.empty()) {
+      cfg.threads.clear();
+      for (int64_t t : ints(lo->threads, "--threads")) cfg.threads.push_back(static_cast<int>(t));
+    }
+    if (!lo->ops.empty()) cfg.ops = split_list(lo->ops);
+    if (!lo->dtypes.empty()) cfg.dtypes = split_list(lo->dtypes);
+    bench::Report report;
+    int failed = bench::run_linalg_bench(cfg, report);
+    for (const char* metric : {"ms", "residual", "orthogonality", "rel_err_small_sv"}) {
+      fmt::print("\n");
+      report.print_table(metric, false);
+    }
+    if (!lo->csv.empty()) report.write_csv(lo->csv);
+    rc = failed == 0 ? 0 : 1;
+  });
+
+  auto thread_list = [](const std::string& list) {
+    std::vector<int> out;
+    for (const auto& tok : split_list(list)) {
+      size_t pos = 0;
+      int v = 0;
+      try {
+        v = std::stoi(tok, &pos);
+      } catch (const std::exception&) {
+        pos = 0;
+      }
+      if (pos != tok.size() || v < 1 || v > 4096)
+        throw CLI::ValidationError("--threads", "thread counts from 1, got '" + tok + "'");
+      out.push_back(v);
+    }
+    return out;
+  };
+
+  struct GemmOpts {
+    std::string csv, threads = "1,2", cache, only;
+    bool quick = false, no_eval = false;
+  };
+  auto go = std::make_shared<GemmOpts>();
+  auto* gemm = bench->add_subcommand(
+      "gemm",
+      "mm/addmm (f32, bf16), scaled_mm (fp8, NVFP4) and the decode GEMV beside OpenBLAS and BLIS, with the FMA "
+      "peak and stream bandwidth measured in the same run; squares 256-4096 and transformer MLP shapes");
+  gemm->add_option("--csv", go->csv, "append rows suite,case,impl,metric,value,unit to FILE");
+  gemm->add_option("--threads", go->threads, "comma list of thread counts (default 1,2)");
+  gemm->add_option("--cache", go->cache, "keep the tuning cache in FILE (default: tune in memory, save nothing)");
+  gemm->add_option("--only", go->only, "comma list: run only cases whose name contains one of these");
+  gemm->add_flag("--quick", go->quick, "a subset that finishes in about a minute");
+  gemm->add_flag("--no-eval", go->no_eval, "skip the tuned-pick-versus-exhaustive-best evaluation");
+  gemm->callback([go, thread_list, &rc] {
+    bench::ensure_gemm_bench_env();
+    bench::GemmBenchConfig cfg;
+    cfg.threads = thread_list(go->threads);
+    cfg.quick = go->quick;
+    cfg.cache = go->cache;
+    cfg.only = split_list(go->only);
+    cfg.evaluate = !go->no_eval;
+    bench::Report report;
+    int failed = bench::run_gemm_bench(cfg, report);
+    for (const char* metric : {"gflops", "frac_of_peak", "GBps"}) {
+      fmt::print("\n");
+      report.print_table(metric, true);
+    }
+    if (!go->csv.empty()) report.write_csv(go->csv);
+    rc = failed == 0 ? 0 : 1;
+  });
+
+  struct PeakOpts {
+    std::string csv, threads = "1,2";
+    bool quick = false;
+  };
+  auto po = std::make_shared<PeakOpts>();
+  auto* peak = bench->add_subcommand(
+      "peak", "The machine's f32 FMA and bf16 dot-product peaks and stream triad / copy bandwidth, per thread count");
+  peak->add_option("--csv", po->csv, "append rows suite,case,impl,metric,value,unit to FILE");
+  peak->add_option("--threads", po->threads, "comma list of thread counts (default 1,2)");
+  peak->add_flag("--quick", po->quick, "shorter runs and 64 MiB arrays");
+  peak->callback([po, thread_list, &rc] {
+    bench::Report report;
+    bench::run_peak_bench(thread_list(po->threads), po->quick, report);
+    if (!po->csv.empty()) report.write_csv(po->csv);
+    rc = 0;
+  });
 }
 
 }  // namespace sinew::cli

@@ -10,5 +10,6 @@ void add_run_command(CLI::App& app, int& rc);    // run.cc: the torchrun-style l
 void add_bench_command(CLI::App& app, int& rc);  // bench.cc: benchmark front end
 void add_env_command(CLI::App& app, int& rc);    // main.cc: lists SINEW_* tunables
 void add_fr_command(CLI::App& app, int& rc);     // fr_command.cc: flight-recorder dump analyzer
+void add_tune_command(CLI::App& app, int& rc);   // tune.cc: pre-fills the GEMM autotuning cache
 
 }  // namespace sinew::cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   sinew::cli::add_bench_command(app, rc);
   sinew::cli::add_env_command(app, rc);
   sinew::cli::add_fr_command(app, rc);
+  sinew::cli::add_tune_command(app, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

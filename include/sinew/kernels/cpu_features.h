@@ -1,0 +1,39 @@
+// The instruction sets the kernels layer can use on this CPU, detected once.
+//
+// SINEW_KERNELS_ISA caps the choice (generic, avx2, avx512) so that the
+// narrower kernels can be exercised, or pinned, on a wider machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sinew::kernels {
+
+// Ordered: each level implies the ones before it.
+enum class Isa : uint8_t {
+  kGeneric,  // portable C++
+  kAvx2,     // AVX2 + FMA + F16C
+  kAvx512,   // AVX-512 F/BW/DQ/VL + FMA + F16C
+};
+
+struct CpuFeatures {
+  bool avx2 = false;         // with FMA (and so F16C)
+  bool avx512 = false;       // F, BW, DQ and VL
+  bool avx512_bf16 = false;  // vdpbf16ps
+  bool avx512_fp16 = false;
+  std::string vendor;        // "GenuineIntel", "AuthenticAMD", ...
+};
+
+// What the CPU reports (not capped by SINEW_KERNELS_ISA).
+const CpuFeatures& cpu_features();
+
+// The widest ISA both the CPU and SINEW_KERNELS_ISA allow.
+Isa best_isa();
+bool isa_available(Isa isa);
+// Whether the native bf16 dot product may be used (AVX-512 BF16, and
+// AVX-512 allowed by SINEW_KERNELS_ISA).
+bool bf16_dot_available();
+
+const char* isa_name(Isa isa);  // "generic", "avx2", "avx512"
+
+}  // namespace sinew::kernels

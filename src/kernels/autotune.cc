@@ -1,0 +1,428 @@
+// The autotuner's search (enumerate, prescreen, time, pick, agree across
+// ranks) and its in-memory cache in front of the file (autotune_cache.cc).
+#include "sinew/kernels/autotune.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kernels/autotune_cache.h"
+#include "kernels/autotune_cost.h"
+#include "kernels/autotune_key.h"
+#include "sinew/core/env.h"
+#include "sinew/core/error.h"
+#include "sinew/core/log.h"
+#include "sinew/core/thread_pool.h"
+
+namespace sinew::kernels {
+namespace {
+
+inline const EnvParam<std::string> kTuneCache{"SINEW_TUNE_CACHE", "",
+                                              "GEMM tuning cache file (default ~/.cache/sinew/gemm_tune.json)"};
+inline const EnvParam<bool> kAutotune{"SINEW_AUTOTUNE", false,
+                                      "tune each new GEMM problem class on first use and save the pick"};
+
+using Clock = std::chrono::steady_clock;
+using tune::CachedPick;
+using tune::PackedKey;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Evicts the operands from every thread's caches: each worker rewrites its
+// own buffer, larger than a core's L2 and a slice of L3.
+class CacheFlusher {
+ public:
+  void flush(int threads) {
+    const size_t bytes = flush_bytes();
+    std::lock_guard<std::mutex> lock(mu_);  // tuners in several threads share the buffers
+    if (buffers_.size() < static_cast<size_t>(threads)) buffers_.resize(static_cast<size_t>(threads));
+    for (auto& b : buffers_)
+      if (b.size() < bytes) b.assign(bytes, 1);
+    ThreadPool::global().parallel_for(threads, threads, [&](int64_t task, int) {
+      std::vector<char>& b = buffers_[static_cast<size_t>(task)];
+      for (size_t i = 0; i < b.size(); i += 64) b[i] = static_cast<char>(b[i] + 1);
+    });
+  }
+
+ private:
+  static size_t flush_bytes() {
+    const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return std::max<size_t>(size_t{8} << 20, l2 > 0 ? 4 * static_cast<size_t>(l2) : 0);
+  }
+  std::mutex mu_;
+  std::vector<std::vector<char>> buffers_;
+};
+
+CacheFlusher& flusher() {
+  static CacheFlusher f;
+  return f;
+}
+
+// Microseconds per call of `c` on `p` in `mode`: the fastest sample, as
+// other work on the machine only ever adds time.
+double time_variant(const Candidate& c, EpilogueMode mode, const GemmProblem& p, const TuneOptions& o) {
+  auto t0 = Clock::now();
+  c.run(p, mode);
+  double once = seconds_since(t0);
+  for (int i = 1; i < o.warmup; ++i) {
+    t0 = Clock::now();
+    c.run(p, mode);
+    once = std::min(once, seconds_since(t0));
+  }
+  const int reps = static_cast<int>(std::clamp(std::ceil(o.min_sample_seconds / std::max(once, 1e-9)), 1.0, 1e5));
+  const int samples = static_cast<int>(
+      std::clamp(std::floor(o.max_variant_seconds / std::max(once * reps, 1e-9)), 2.0, std::max(2.0, 1.0 * o.samples)));
+  double best = INFINITY;
+  for (int s = 0; s < samples; ++s) {
+    if (o.flush_caches) flusher().flush(std::max(1, p.threads));
+    t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) c.run(p, mode);
+    best = std::min(best, seconds_since(t0) / reps);
+  }
+  return best * 1e6;
+}
+
+// The blocking of a packed tile id changed to kc (nc refitted to the same
+// L2 budget), e.g. for exploring around the listed configurations.
+std::string with_kc(const std::string& id, int64_t kc, const std::vector<std::pair<std::string, int64_t>>& params) {
+  int64_t nr = 0, mc = 0;
+  for (const auto& [n, v] : params) {
+    if (n == "nr") nr = v;
+    if (n == "mc") mc = v;
+  }
+  const bool bf16 = id.find("/bf16dot/") != std::string::npos, f64 = id.find("/f64/") != std::string::npos;
+  const int64_t bytes = bf16 ? 2 : (f64 ? 8 : 4);
+  const int64_t nc = std::max<int64_t>(nr, (768 << 10) / (kc * bytes) / std::max<int64_t>(nr, 1) * nr);
+  const size_t blk = id.find("/kc");
+  const size_t end = id.find('/', blk + 1);
+  return fmt::format("{}/kc{}_mc{}_nc{}{}", id.substr(0, blk), kc, mc, nc, id.substr(end));
+}
+
+// The variants the tuner considers for `p`, with the model's estimates,
+// sorted by estimate (then id) so that every rank lists them alike.
+std::vector<TuneVariant> enumerate(const GemmProblem& p, const TuneOptions& o) {
+  // Tile kernels of the widest ISA only: a narrower one runs the same
+  // microkernel design on half the vector width.
+  std::vector<const Candidate*> cands;
+  for (const Candidate* c : candidates_for(p, o.family))
+    if ((c->family() != "reference" || o.family == "reference") && (c->family() != "tile" || c->isa() == best_isa()))
+      cands.push_back(c);
+  if (cands.empty()) cands = candidates_for(p, o.family);
+
+  // Other cache blockings around the two best-modelled packed tile kernels.
+  std::vector<std::pair<double, const Candidate*>> packed;
+  for (const Candidate* c : cands)
+    if (c->family() == "tile" && c->id().find("/kc") != std::string::npos)
+      packed.emplace_back(tune::estimate_us(*c, EpilogueMode::kFused, p), c);
+  std::sort(packed.begin(), packed.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::unordered_set<std::string> ids;
+  for (const Candidate* c : cands) ids.insert(c->id());
+  for (size_t i = 0; i < std::min<size_t>(2, packed.size()); ++i) {
+    const Candidate* c = packed[i].second;
+    const bool bf16 = c->id().find("/bf16dot/") != std::string::npos, f64 = c->id().find("/f64/") != std::string::npos;
+    const std::vector<int64_t> kcs = bf16 ? std::vector<int64_t>{512, 1024} : f64 ? std::vector<int64_t>{128, 256}
+                                                                               : std::vector<int64_t>{256, 512};
+    for (int64_t kc : kcs) {
+      const std::string id = with_kc(c->id(), kc, c->params());
+      if (ids.count(id)) continue;
+      if (const Candidate* v = find_candidate(id); v && v->supports(p)) {
+        cands.push_back(v);
+        ids.insert(id);
+      }
+    }
+  }
+
+  // One thread runs one region: the split is moot, keep one of each pair.
+  std::unordered_set<std::string> seen;
+  const bool single_region = p.threads <= 1;
+  std::vector<TuneVariant> out;
+  const bool has_epilogue = p.epilogue != nullptr;
+  for (const Candidate* c : cands) {
+    if (single_region && c->family() == "tile") {
+      const size_t split = c->id().rfind("/split_");
+      if (!seen.insert(c->id().substr(0, split)).second) continue;
+    }
+    std::vector<EpilogueMode> modes{EpilogueMode::kAuto};
+    if (has_epilogue && c->can_fuse(p)) modes = {EpilogueMode::kFused, EpilogueMode::kUnfused};
+    for (EpilogueMode m : modes) {
+      TuneVariant v;
+      v.candidate = c->id();
+      v.family = c->family();
+      v.mode = m;
+      v.model_us = tune::estimate_us(*c, m, p);
+      out.push_back(std::move(v));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const TuneVariant& x, const TuneVariant& y) {
+    return x.model_us != y.model_us ? x.model_us < y.model_us
+                                    : std::tie(x.candidate, x.mode) < std::tie(y.candidate, y.mode);
+  });
+  return out;
+}
+
+// The prescreen: the best `max_timed` by the model, plus each family's
+// best-modelled variant and the heuristic default pick (so that a poor
+// estimate can never make tuning worse than not tuning).
+void prescreen(std::vector<TuneVariant>& vs, const GemmProblem& p, const TuneOptions& o) {
+  std::unordered_set<std::string> families;
+  const Candidate& fallback = default_candidate(p, o.family);
+  bool fallback_in = false;
+  for (size_t i = 0; i < vs.size(); ++i) {
+    TuneVariant& v = vs[i];
+    bool keep = static_cast<int>(i) < std::max(1, o.max_timed);
+    keep |= families.insert(v.family).second;
+    if (v.candidate == fallback.id() && !fallback_in) {
+      keep = true;
+      fallback_in = true;
+    }
+    v.survivor = keep;
+  }
+  // The best fusable survivor is timed in both modes, so that fusing is
+  // decided by measurement.
+  for (const TuneVariant& v : vs) {
+    if (!v.survivor || v.mode == EpilogueMode::kAuto) continue;
+    for (TuneVariant& w : vs)
+      if (w.candidate == v.candidate) w.survivor = true;
+    break;
+  }
+}
+
+uint64_t list_hash(const std::vector<TuneVariant>& vs, const std::vector<size_t>& which) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i : which) {
+    for (char c : vs[i].candidate) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    h = (h ^ static_cast<uint64_t>(vs[i].mode)) * 1099511628211ull;
+  }
+  return h & ((uint64_t{1} << 52) - 1);  // exact in a double
+}
+
+}  // namespace
+
+const char* epilogue_mode_name(EpilogueMode mode) {
+  switch (mode) {
+    case EpilogueMode::kAuto: return "auto";
+    case EpilogueMode::kFused: return "fused";
+    case EpilogueMode::kUnfused: return "unfused";
+  }
+  return "?";
+}
+
+std::string default_tune_cache_path() {
+  if (const std::string& p = kTuneCache.get(); !p.empty()) return p;
+  const auto home = getenv_opt("HOME");
+  return home ? *home + "/.cache/sinew/gemm_tune.json" : std::string();
+}
+
+struct GemmTuner::Impl {
+  std::string path;
+  mutable std::shared_mutex mu;  // picks, recorded
+  std::unordered_map<PackedKey, CachedPick, tune::PackedKeyHash> picks;
+  std::atomic<size_t> count{0};  // picks.size(), read without the lock
+  nlohmann::json recorded = nlohmann::json::object();  // what this tuner timed, for save()
+  bool file_bad = false;         // warned about; the next save replaces the file
+  mutable std::atomic<uint64_t> hits{0}, misses{0};
+  std::mutex tuning;  // one search at a time: they would time each other
+
+  void load() {
+    std::unique_lock lock(mu);
+    picks.clear();
+    count = 0;
+    file_bad = false;
+    if (path.empty()) return;
+    tune::FileContents f = tune::read_cache_file(path);
+    if (f.bad) {
+      file_bad = true;
+      SINEW_WARN(kInit, "GEMM tuning cache {} is {}; ignoring it (it is rebuilt on the next save)", path, f.problem);
+      return;
+    }
+    int malformed = f.malformed;
+    for (auto it = f.entries.begin(); it != f.entries.end(); ++it) {
+      bool bad = false;
+      if (auto e = tune::usable_entry(it.key(), it.value(), &bad)) picks[e->first] = e->second;
+      malformed += bad ? 1 : 0;
+    }
+    if (malformed > 0)
+      SINEW_WARN(kInit, "GEMM tuning cache {}: ignored {} malformed entr{} (rewritten on the next save)", path,
+                 malformed, malformed == 1 ? "y" : "ies");
+    count = picks.size();
+  }
+
+  void record(const PackedKey& k, const std::string& epilogue_key, const CachedPick& pick) {
+    std::unique_lock lock(mu);
+    picks[k] = pick;
+    count = picks.size();
+    recorded[tune::key_string(k, epilogue_key)] = tune::make_entry(k, epilogue_key, pick);
+  }
+
+  std::optional<CachedPick> find(const PackedKey& k) const {
+    std::shared_lock lock(mu);
+    auto it = picks.find(k);
+    if (it == picks.end()) return std::nullopt;
+    return it->second;
+  }
+
+  TuneResult search(const GemmProblem& p, const PackedKey& key, const std::string& epilogue_key, const TuneOptions& o);
+};
+
+GemmTuner& GemmTuner::global() {
+  static GemmTuner* t = new GemmTuner(default_tune_cache_path());  // never destroyed: used until exit
+  return *t;
+}
+
+GemmTuner::GemmTuner(std::string cache_path) : impl_(std::make_unique<Impl>()) {
+  impl_->path = std::move(cache_path);
+  impl_->load();
+}
+
+GemmTuner::~GemmTuner() = default;
+
+const std::string& GemmTuner::cache_path() const { return impl_->path; }
+
+GemmTuner::Pick GemmTuner::lookup(const GemmProblem& p) const {
+  if (impl_->count.load(std::memory_order_acquire) == 0) {
+    impl_->misses.fetch_add(1, std::memory_order_relaxed);
+    return {};
+  }
+  const PackedKey k = tune::pack_key(p);
+  const auto e = impl_->find(k);
+  if (!e || !e->candidate->supports(p)) {
+    impl_->misses.fetch_add(1, std::memory_order_relaxed);
+    return {};
+  }
+  impl_->hits.fetch_add(1, std::memory_order_relaxed);
+  return {e->candidate, e->mode};
+}
+
+TuneResult GemmTuner::tune(const GemmProblem& p, const TuneOptions& o) {
+  const PackedKey key = tune::pack_key(p);
+  const std::string epi = p.epilogue ? p.epilogue->key() : "none";
+  if (!o.retune)
+    if (auto e = impl_->find(key); e && e->candidate->supports(p)) {
+      impl_->hits.fetch_add(1, std::memory_order_relaxed);
+      return TuneResult{tune::key_string(key, epi), e->candidate->id(), e->mode, e->us, true, {}, 0};
+    }
+  // Time on operands of the same shape, never the caller's.
+  const GemmWorkload w(GemmShape::of(p));
+  return impl_->search(w.problem(), key, epi, o);
+}
+
+TuneResult GemmTuner::tune(const GemmShape& shape, const TuneOptions& o) {
+  const GemmWorkload w(shape);
+  const GemmProblem& p = w.problem();
+  const PackedKey key = tune::pack_key(p);
+  const std::string epi = p.epilogue ? p.epilogue->key() : "none";
+  if (!o.retune)
+    if (auto e = impl_->find(key); e && e->candidate->supports(p)) {
+      impl_->hits.fetch_add(1, std::memory_order_relaxed);
+      return TuneResult{tune::key_string(key, epi), e->candidate->id(), e->mode, e->us, true, {}, 0};
+    }
+  return impl_->search(p, key, epi, o);
+}
+
+TuneResult GemmTuner::Impl::search(const GemmProblem& p, const PackedKey& key, const std::string& epilogue_key,
+                                   const TuneOptions& o) {
+  const int world = std::max(1, o.group.world);
+  if (world > 1 && !o.group.allgather)
+    throw InvalidArgument::make("TuneOptions.group.allgather", "empty", "a callback when group.world > 1");
+  if (o.group.rank < 0 || o.group.rank >= world)
+    throw InvalidArgument::make("TuneOptions.group.rank", std::to_string(o.group.rank),
+                                fmt::format("a rank in [0, {})", world));
+  std::lock_guard<std::mutex> serial(tuning);
+  const auto t0 = Clock::now();
+  TuneResult r;
+  r.key = tune::key_string(key, epilogue_key);
+  r.variants = enumerate(p, o);
+  if (r.variants.empty())
+    throw InvalidArgument::make("tune: family", fmt::format("'{}'", o.family),
+                                fmt::format("a family with a candidate for {}", p.to_string()));
+  prescreen(r.variants, p, o);
+
+  // Ranks take turns down the list of variants to time.
+  std::vector<size_t> timed;
+  for (size_t i = 0; i < r.variants.size(); ++i)
+    if (o.exhaustive || r.variants[i].survivor) timed.push_back(i);
+  std::vector<double> mine(timed.size() + 1, std::nan(""));
+  mine[0] = static_cast<double>(list_hash(r.variants, timed));
+  for (size_t i = 0; i < timed.size(); ++i)
+    if (static_cast<int>(i % world) == o.group.rank) {
+      const TuneVariant& v = r.variants[timed[i]];
+      mine[i + 1] = time_variant(*find_candidate(v.candidate), v.mode, p, o);
+    }
+  std::vector<double> all = mine;
+  if (world > 1) {
+    all = o.group.allgather(mine);
+    if (all.size() != mine.size() * static_cast<size_t>(world))
+      throw InternalError(fmt::format("GEMM tuning: the allgather returned {} values, expected {} ranks x {}",
+                                      all.size(), world, mine.size()));
+    for (int q = 0; q < world; ++q)
+      if (all[q * mine.size()] != mine[0])
+        throw InvalidArgument::make(
+            "GEMM tuning group", fmt::format("rank {} listed other candidates than rank {} for {}", q, o.group.rank,
+                                             r.key),
+            "every rank running the same build on the same kind of CPU");
+  }
+  const TuneVariant* best = nullptr;
+  for (size_t i = 0; i < timed.size(); ++i) {
+    const size_t owner = i % world;
+    TuneVariant& v = r.variants[timed[i]];
+    v.measured_us = all[owner * mine.size() + 1 + i];
+    v.timed_by = static_cast<int>(owner);
+    if (std::isfinite(v.measured_us) && (!best || v.measured_us < best->measured_us)) best = &v;
+  }
+  if (!best) throw InternalError(fmt::format("GEMM tuning timed nothing for {}", r.key));
+  r.candidate = best->candidate;
+  r.mode = best->mode;
+  r.us = best->measured_us;
+  r.seconds = seconds_since(t0);
+  record(key, epilogue_key, CachedPick{find_candidate(best->candidate), best->mode, best->measured_us});
+  return r;
+}
+
+void GemmTuner::save() {
+  if (impl_->path.empty()) return;
+  nlohmann::json recorded;
+  {
+    std::shared_lock lock(impl_->mu);
+    recorded = impl_->recorded;
+  }
+  const tune::FileContents before = tune::merge_into_cache_file(impl_->path, recorded);
+  std::unique_lock lock(impl_->mu);
+  if (before.bad && !impl_->file_bad)
+    SINEW_WARN(kInit, "GEMM tuning cache {} was {}; rebuilt it", impl_->path, before.problem);
+  impl_->file_bad = false;
+}
+
+void GemmTuner::reload() { impl_->load(); }
+
+GemmTuner::Stats GemmTuner::stats() const {
+  return Stats{impl_->hits.load(), impl_->misses.load(), impl_->count.load()};
+}
+
+GemmTuner::Pick tuned_pick(const GemmProblem& problem) {
+  GemmTuner& t = GemmTuner::global();
+  const GemmTuner::Pick pick = t.lookup(problem);
+  if (pick.candidate || !kAutotune.get()) return pick;
+  try {
+    t.tune(problem);
+  } catch (const Error& e) {
+    SINEW_WARN(kInit, "GEMM autotuning of {} failed ({}); using the default candidate", problem.to_string(), e.what());
+    return {};
+  }
+  try {
+    t.save();
+  } catch (const Error& e) {
+    SINEW_WARN(kInit, "cannot save the GEMM tuning cache {}: {}", t.cache_path(), e.what());
+  }
+  return t.lookup(problem);
+}
+
+}  // namespace sinew::kernels

@@ -1,0 +1,199 @@
+#include "sinew/kernels/gemv.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/gemv_kernels.h"
+#include "kernels/quantize_detail.h"
+#include "sinew/core/error.h"
+#include "sinew/core/thread_pool.h"
+
+namespace sinew::kernels {
+namespace {
+
+using gemv_detail::GemvArgs;
+using gemv_detail::GemvKernel;
+using gemv_detail::kKPad;
+using gemv_detail::kMaxRows;
+using gemv_detail::WeightFormat;
+
+// Weight bytes below which one more thread costs more than it saves.
+constexpr int64_t kBytesPerThread = 256 << 10;
+// Tasks per thread, so a thread slowed by a neighbour does not hold up the call.
+constexpr int64_t kTasksPerThread = 4;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+WeightFormat weight_format(const TensorView& w) {
+  switch (w.dtype()) {
+    case DType::kF32: return WeightFormat::kF32;
+    case DType::kBF16: return WeightFormat::kBF16;
+    case DType::kF8E4M3FN: return WeightFormat::kE4M3;
+    case DType::kF8E5M2: return WeightFormat::kE5M2;
+    case DType::kU8: return WeightFormat::kNVFP4;
+    default:
+      throw InvalidArgument::make("weight.w", w.to_string(),
+                                  "float32, bfloat16, float8_e4m3fn, float8_e5m2 or uint8 (NVFP4 e2m1 pairs) weights");
+  }
+}
+
+bool is_fp8(WeightFormat f) { return f == WeightFormat::kE4M3 || f == WeightFormat::kE5M2; }
+
+void check_matrix(const TensorView& t, const char* name, int64_t rows, int64_t cols) {
+  if (t.dim() != 2 || (t.dtype() != DType::kF32 && t.dtype() != DType::kBF16) || t.shape()[0] != rows ||
+      t.shape()[1] != cols)
+    throw InvalidArgument::make(name, t.to_string(), fmt::format("float32 or bfloat16 [{}, {}]", rows, cols));
+}
+
+// Per-row (or per-tensor) multiplier applied to the kernel's dot products.
+struct OutputScale {
+  const TensorView* row = nullptr;  // f32 with N elements
+  float tensor = 1.0f;
+  float at(int64_t n) const {
+    if (!row) return tensor;
+    float v;
+    std::memcpy(&v, static_cast<const char*>(row->data()) + row->byte_offset_of(n), 4);
+    return v * tensor;
+  }
+};
+
+}  // namespace
+
+bool gemv_has_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                         __builtin_cpu_supports("f16c");
+  return ok;
+}
+
+GemvWeight GemvWeight::from(const QuantizedMatrix& q) {
+  detail::check_quantized(q, "q");
+  const bool fp8 = q.data.dtype() == DType::kF8E4M3FN || q.data.dtype() == DType::kF8E5M2;
+  if (fp8 && (q.recipe == ScaleRecipe::kTensorwise || q.recipe == ScaleRecipe::kRowwise))
+    return {q.data, q.scale, 1.0f};
+  if (q.recipe == ScaleRecipe::kNVFP4 && q.layout == ScaleLayout::kRowMajor) return {q.data, q.scale, q.global_scale};
+  throw InvalidArgument::make("q", fmt::format("{} scales, {} layout", scale_recipe_name(q.recipe),
+                                               q.layout == ScaleLayout::kSwizzled ? "swizzled" : "row-major"),
+                              "fp8 with tensorwise or rowwise scales, or NVFP4 with row-major scales");
+}
+
+void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, const GemvOptions& o) {
+  const TensorView& w = weight.w;
+  const WeightFormat format = weight_format(w);
+  if (w.dim() != 2) throw InvalidArgument::make("weight.w", w.to_string(), "a 2-D [N, K] weight");
+  const bool nvfp4 = format == WeightFormat::kNVFP4;
+  const int64_t n = w.shape()[0], k = nvfp4 ? 2 * w.shape()[1] : w.shape()[1];
+  if (w.shape()[1] > 1 && w.strides()[1] != 1)
+    throw InvalidArgument::make("weight.w", w.to_string(), "unit stride along K (rows may be strided)");
+  if (x.dim() != 2)
+    throw InvalidArgument::make("x", x.to_string(), fmt::format("float32 or bfloat16 [M, {}]", k));
+  const int64_t m = x.shape()[0];
+  check_matrix(x, "x", m, k);
+  check_matrix(y, "y", m, n);
+
+  OutputScale out_scale;
+  const uint8_t* block_scale = nullptr;
+  int64_t ld_scale = 0;
+  if (nvfp4) {
+    const int64_t blocks = ceil_div(k, 16);
+    const TensorView* s = weight.scale ? &*weight.scale : nullptr;
+    if (!s || s->dtype() != DType::kF8E4M3FN || s->dim() != 2 || s->shape()[0] != n || s->shape()[1] != blocks ||
+        (blocks > 1 && s->strides()[1] != 1))
+      throw InvalidArgument::make("weight.scale", s ? s->to_string() : std::string("none"),
+                                  fmt::format("float8_e4m3fn [{}, {}] NVFP4 block scales, unit stride along K", n,
+                                              blocks));
+    if (!std::isfinite(weight.global_scale))
+      throw InvalidArgument::make("weight.global_scale", fmt::format("{}", weight.global_scale), "a finite f32");
+    block_scale = s->data_as<const uint8_t>();
+    ld_scale = s->strides()[0];
+    out_scale.tensor = weight.global_scale;
+  } else if (is_fp8(format)) {
+    if (weight.scale) {
+      const TensorView& s = *weight.scale;
+      if (s.dtype() != DType::kF32 || (s.numel() != n && s.numel() != 1))
+        throw InvalidArgument::make("weight.scale", s.to_string(),
+                                    fmt::format("float32 with {} elements (per row) or 1 (per tensor)", n));
+      if (s.numel() == 1 && n != 1) out_scale.tensor = *s.data_as<const float>();
+      else out_scale.row = &s;
+    }
+  } else if (weight.scale) {
+    throw InvalidArgument::make("weight.scale", weight.scale->to_string(),
+                                fmt::format("no scale for {} weights", dtype_name(w.dtype())));
+  }
+
+  bool avx512 = gemv_has_avx512();
+  if (o.isa == GemvIsa::kPortable) avx512 = false;
+  if (o.isa == GemvIsa::kAvx512 && !avx512)
+    throw InvalidArgument::make("options.isa", "kAvx512",
+                                "kAuto or kPortable: this CPU lacks AVX-512 F/BW/DQ/VL or F16C");
+  if (m == 0 || n == 0) return;
+
+  const bool nibble_order = avx512 && nvfp4;
+  const int64_t ldx = ceil_div(std::max<int64_t>(k, 1), kKPad) * kKPad;
+  thread_local std::vector<float> t_x, t_xn, t_y;
+  t_x.assign(static_cast<size_t>(kMaxRows * ldx), 0.0f);
+  if (nibble_order) t_xn.assign(static_cast<size_t>(kMaxRows * ldx), 0.0f);
+  const bool direct = y.dtype() == DType::kF32 && (n == 1 || y.strides()[1] == 1);
+  if (!direct) t_y.resize(static_cast<size_t>(kMaxRows * n));
+
+  const int64_t row_bytes = nvfp4 ? w.shape()[1] : k * static_cast<int64_t>(w.element_size());
+  const int requested = o.threads > 0 ? o.threads : ThreadPool::default_threads();
+  const int64_t useful = std::max<int64_t>(1, n * row_bytes / kBytesPerThread);
+  const int threads = static_cast<int>(std::min<int64_t>(requested, useful));
+  const int64_t tasks = threads == 1 ? 1 : std::min<int64_t>(n, threads * kTasksPerThread);
+  const int64_t rows_per_task = ceil_div(ceil_div(n, tasks), 4) * 4;
+
+  for (int64_t m0 = 0; m0 < m; m0 += kMaxRows) {
+    const int mb = static_cast<int>(std::min<int64_t>(kMaxRows, m - m0));
+    for (int i = 0; i < mb; ++i) detail::load_row(x, m0 + i, 0, k, t_x.data() + i * ldx);
+    if (nibble_order) {
+      // Within each 16-block: positions 2j, 2j+1 hold elements j, j+8.
+      for (int i = 0; i < mb; ++i)
+        for (int64_t b = 0; b < ldx; b += 16)
+          for (int j = 0; j < 8; ++j) {
+            t_xn[i * ldx + b + 2 * j] = t_x[i * ldx + b + j];
+            t_xn[i * ldx + b + 2 * j + 1] = t_x[i * ldx + b + j + 8];
+          }
+    }
+    GemvArgs args;
+    args.format = format;
+    args.m = mb;
+    args.k = k;
+    args.x = t_x.data();
+    args.ldx = ldx;
+    args.x_nibble_order = t_xn.data();
+    args.w = w.data_as<const uint8_t>();
+    args.ldw = w.strides()[0] * static_cast<int64_t>(w.element_size());
+    args.block_scale = block_scale;
+    args.ld_scale = ld_scale;
+    if (direct) {
+      args.y = y.data_as<float>() + m0 * y.strides()[0];
+      args.ldy = y.strides()[0];
+    } else {
+      args.y = t_y.data();
+      args.ldy = n;
+    }
+    const GemvKernel kernel = avx512 ? gemv_detail::gemv_avx512_kernel(format, mb) : gemv_detail::gemv_portable;
+    ThreadPool::global().parallel_for(ceil_div(n, rows_per_task), threads, [&](int64_t t, int) {
+      const int64_t n0 = t * rows_per_task, n1 = std::min(n, n0 + rows_per_task);
+      if (k == 0) {
+        for (int i = 0; i < mb; ++i) std::fill(args.y + i * args.ldy + n0, args.y + i * args.ldy + n1, 0.0f);
+        return;
+      }
+      kernel(args, n0, n1);
+      if (out_scale.row || out_scale.tensor != 1.0f)
+        for (int64_t j = n0; j < n1; ++j) {
+          const float s = out_scale.at(j);
+          for (int i = 0; i < mb; ++i) args.y[i * args.ldy + j] *= s;
+        }
+    });
+    if (!direct)
+      for (int i = 0; i < mb; ++i) detail::store_row(y, m0 + i, 0, n, t_y.data() + i * n);
+  }
+}
+
+}  // namespace sinew::kernels

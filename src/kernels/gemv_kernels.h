@@ -1,0 +1,40 @@
+// The GEMV kernels behind gemv.cc: one portable, one AVX-512 per weight
+// format. A kernel computes the unscaled dot products of up to 8 rows of x
+// with weight rows [n0, n1): NVFP4 block scales are applied, the fp8 row or
+// tensor scale and the NVFP4 tensor scale are left to the caller.
+#pragma once
+
+#include <cstdint>
+
+namespace sinew::kernels::gemv_detail {
+
+enum class WeightFormat : uint8_t { kF32, kBF16, kE4M3, kE5M2, kNVFP4 };
+
+inline constexpr int kMaxRows = 8;  // rows of x per pass over the weights
+inline constexpr int kKPad = 16;    // x rows are padded with zeros to a multiple of this
+
+struct GemvArgs {
+  WeightFormat format = WeightFormat::kF32;
+  int m = 1;      // rows of x, 1..kMaxRows
+  int64_t k = 0;  // elements per weight row
+  // x as f32, m rows of ldx >= round_up(k, kKPad) floats, zero past k.
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  // NVFP4 on AVX-512 only: x with each 16-element block reordered to
+  // (0, 8, 1, 9, ..., 7, 15), the order that kernel decodes nibbles in.
+  const float* x_nibble_order = nullptr;
+  const uint8_t* w = nullptr;  // weight row n at w + n * ldw bytes
+  int64_t ldw = 0;
+  const uint8_t* block_scale = nullptr;  // NVFP4: e4m3 codes of row n at block_scale + n * ld_scale
+  int64_t ld_scale = 0;
+  float* y = nullptr;  // y[i * ldy + n]
+  int64_t ldy = 0;
+};
+
+using GemvKernel = void (*)(const GemvArgs& args, int64_t n0, int64_t n1);
+
+void gemv_portable(const GemvArgs& args, int64_t n0, int64_t n1);
+// The AVX-512 kernel (call only when the CPU has AVX-512 F/BW/DQ/VL and F16C).
+GemvKernel gemv_avx512_kernel(WeightFormat format, int m);
+
+}  // namespace sinew::kernels::gemv_detail

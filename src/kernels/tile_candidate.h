@@ -1,0 +1,42 @@
+// The tile family: one compiled kernel (ISA, dtype, MR x NR) plus blocking
+// and thread split, driven BLIS-style by portable code (tile_candidate.cc).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/tile/abi.h"
+#include "sinew/kernels/candidate.h"
+
+namespace sinew::kernels {
+
+struct TileConfig {
+  const tile::TileKernel* kernel = nullptr;
+  // No K blocking: A and B are read in place where dtype and layout allow
+  // (packed otherwise). For small M, where packing costs as much as the GEMM.
+  bool direct = false;
+  int64_t kc = 0, mc = 0, nc = 0;  // cache blocks along K, M, N (packed mode)
+  char split = 'm';                // threads split the rows ('m') or the columns ('n')
+
+  // "tile/avx512/f32/12x32/kc384_mc4096_nc512/split_m", "tile/avx512/f32/12x32/direct/split_n".
+  std::string id() const;
+};
+
+// Parses a tile id; nullopt-like false when malformed or the kernel is not
+// compiled in. Does not check that the CPU has the ISA.
+bool parse_tile_id(std::string_view id, TileConfig* config);
+
+// Every compiled kernel, of every ISA.
+std::vector<const tile::TileKernel*> all_tile_kernels();
+
+// The blocking the listed candidates use for a kernel, sized for 48 KiB L1
+// and 1-2 MiB L2 per core (the A micro-panel of kc steps stays in L1, a
+// kc x nc block of B in L2, an mc x kc block of A in L3).
+TileConfig default_tile_config(const tile::TileKernel* kernel, char split);
+
+std::unique_ptr<Candidate> make_tile_candidate(const TileConfig& config);
+
+}  // namespace sinew::kernels

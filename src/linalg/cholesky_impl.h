@@ -1,0 +1,434 @@
+// Cholesky factorization and triangular solves: recursive blocking whose
+// updates are kernels::mm calls, small register-blocked base cases, and a
+// compact kernel that factors Vec<T>::W small matrices at once, one per
+// vector lane. Included through isa_begin.h only.
+#pragma once
+
+namespace sinew::linalg::detail::SINEW_LINALG_ISA {
+
+template <class T> struct Pivot {
+  int64_t index = -1;  // -1: success
+  T value = 0;
+};
+
+constexpr int64_t kCholBase = 128;  // register-blocked base case up to this order
+constexpr int64_t kTrsmBase = 64;   // substitution below this
+constexpr int64_t kSyrkBase = 128;  // full-square GEMM on diagonal blocks up to this
+constexpr int64_t kCompactCholMax = 48;
+
+// Lower Cholesky of a small matrix, left-looking by columns.
+template <class T> Pivot<T> potrf_small(Mat<T> A) {
+  const int64_t n = A.n;
+  for (int64_t j = 0; j < n; ++j) {
+    T* cj = A.col(j);
+    for (int64_t k = 0; k < j; ++k) axpy(n - j, -A(j, k), A.col(k) + j, cj + j);
+    const T d = cj[j];
+    if (!(d > T(0)) || !std::isfinite(d)) return {j, d};
+    const T r = std::sqrt(d);
+    cj[j] = r;
+    scal(n - j - 1, T(1) / r, cj + j + 1);
+  }
+  return {};
+}
+
+// Rows [i0, i0 + rows) of B <- B L^-T, rows <= 4 W, one column at a time
+// with the rows in registers.
+template <class T> inline void trsm_rlt_rows(Mat<T> L, const T* inv, Mat<T> B, int64_t i0, int64_t rows) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  int c[4];
+  for (int v = 0; v < 4; ++v) c[v] = static_cast<int>(std::clamp<int64_t>(rows - v * W, 0, W));
+  for (int64_t j = 0; j < L.n; ++j) {
+    T* bj = B.col(j) + i0;
+    V a0 = V::load_n(bj, c[0]), a1 = V::load_n(bj + W, c[1]), a2 = V::load_n(bj + 2 * W, c[2]),
+      a3 = V::load_n(bj + 3 * W, c[3]);
+    for (int64_t k = 0; k < j; ++k) {
+      const T* bk = B.col(k) + i0;
+      const V l = V::set1(L(j, k));
+      a0 = fnma(l, V::load_n(bk, c[0]), a0);
+      a1 = fnma(l, V::load_n(bk + W, c[1]), a1);
+      a2 = fnma(l, V::load_n(bk + 2 * W, c[2]), a2);
+      a3 = fnma(l, V::load_n(bk + 3 * W, c[3]), a3);
+    }
+    const V s = V::set1(inv[j]);
+    (a0 * s).store_n(bj, c[0]);
+    (a1 * s).store_n(bj + W, c[1]);
+    (a2 * s).store_n(bj + 2 * W, c[2]);
+    (a3 * s).store_n(bj + 3 * W, c[3]);
+  }
+}
+
+// Lower Cholesky of A (n <= kCholBase) by 8-column panels, left-looking:
+// each panel is updated by the columns to its left with a 2W x 8 block of
+// accumulators in registers (16 FMAs per 2 loads), its 8 x 8 diagonal block
+// factored, and the rows below solved against it.
+template <class T> Pivot<T> potrf_base(Mat<T> A) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  constexpr int64_t P = 8, R = 2 * W;
+  const int64_t n = A.n;
+  for (int64_t j0 = 0; j0 < n; j0 += P) {
+    const int64_t jb = std::min(P, n - j0);
+    if (j0 > 0) {
+      for (int64_t r0 = j0; r0 < n; r0 += R) {
+        const int c0 = static_cast<int>(std::min<int64_t>(W, n - r0));
+        const int c1 = static_cast<int>(std::clamp<int64_t>(n - r0 - W, 0, W));
+        V a0[P], a1[P];
+        for (int64_t c = 0; c < P; ++c) {
+          a0[c] = c < jb ? V::load_n(A.col(j0 + c) + r0, c0) : V::zero();
+          a1[c] = c < jb ? V::load_n(A.col(j0 + c) + r0 + W, c1) : V::zero();
+        }
+        for (int64_t k = 0; k < j0; ++k) {
+          const V x0 = V::load_n(A.col(k) + r0, c0), x1 = V::load_n(A.col(k) + r0 + W, c1);
+          const T* brow = A.col(k) + j0;  // A(j0 + c, k)
+          for (int64_t c = 0; c < P; ++c) {
+            const V bc = V::set1(c < jb ? brow[c] : T(0));
+            a0[c] = fnma(x0, bc, a0[c]);
+            a1[c] = fnma(x1, bc, a1[c]);
+          }
+        }
+        for (int64_t c = 0; c < jb; ++c) {
+          a0[c].store_n(A.col(j0 + c) + r0, c0);
+          a1[c].store_n(A.col(j0 + c) + r0 + W, c1);
+        }
+      }
+    }
+    Pivot<T> p = potrf_small(A.sub(j0, j0, jb, jb));
+    if (p.index >= 0) return {p.index + j0, p.value};
+    if (j0 + jb < n) {
+      T inv[P];
+      for (int64_t c = 0; c < jb; ++c) inv[c] = T(1) / A(j0 + c, j0 + c);
+      Mat<T> L = A.sub(j0, j0, jb, jb), B = A.sub(j0 + jb, j0, n - j0 - jb, jb);
+      for (int64_t r0 = 0; r0 < B.m; r0 += 4 * W) trsm_rlt_rows(L, inv, B, r0, std::min<int64_t>(4 * W, B.m - r0));
+    }
+  }
+  return {};
+}
+
+// B (m x n) <- B L^-T for lower L (n x n): X Lᵀ = B.
+template <class T> void trsm_rlt(Mat<T> L, Mat<T> B, int threads) {
+  const int64_t n = L.n, m = B.m;
+  if (m == 0 || n == 0) return;
+  if (n <= kTrsmBase) {
+    T inv[kTrsmBase];
+    for (int64_t j = 0; j < n; ++j) inv[j] = T(1) / L(j, j);
+    constexpr int64_t R = 4 * Vec<T>::W;
+    const int64_t chunks = (m + R - 1) / R;
+    auto run = [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) trsm_rlt_rows(L, inv, B, c * R, std::min(R, m - c * R));
+    };
+    if (threads > 1 && chunks >= 8) {
+      const int64_t tasks = std::min<int64_t>(threads, chunks);
+      ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
+        run(chunks * t / tasks, chunks * (t + 1) / tasks);
+      });
+    } else {
+      run(0, chunks);
+    }
+    return;
+  }
+  const int64_t n1 = split_half(n), n2 = n - n1;
+  trsm_rlt(L.sub(0, 0, n1, n1), B.sub(0, 0, m, n1), threads);
+  gemm(false, true, T(-1), B.sub(0, 0, m, n1), L.sub(n1, 0, n2, n1), T(1), B.sub(0, n1, m, n2), threads);
+  trsm_rlt(L.sub(n1, n1, n2, n2), B.sub(0, n1, m, n2), threads);
+}
+
+// Lower triangle of C (n x n) -= A Aᵀ, A n x k. Small diagonal blocks are
+// done as full squares (their strictly upper part is scratch).
+template <class T> void syrk_ln(Mat<T> A, Mat<T> C, int threads) {
+  const int64_t n = C.n, k = A.n;
+  if (n <= kSyrkBase) {
+    gemm(false, true, T(-1), A, A, T(1), C, threads);
+    return;
+  }
+  const int64_t n1 = split_half(n), n2 = n - n1;
+  syrk_ln(A.sub(0, 0, n1, k), C.sub(0, 0, n1, n1), threads);
+  gemm(false, true, T(-1), A.sub(n1, 0, n2, k), A.sub(0, 0, n1, k), T(1), C.sub(n1, 0, n2, n1), threads);
+  syrk_ln(A.sub(n1, 0, n2, k), C.sub(n1, n1, n2, n2), threads);
+}
+
+// Lower Cholesky in place (the strictly upper part becomes scratch).
+template <class T> Pivot<T> potrf(Mat<T> A, int threads) {
+  const int64_t n = A.n;
+  if (n <= kCholBase) return potrf_base(A);
+  const int64_t n1 = split_half(n), n2 = n - n1;
+  Pivot<T> p = potrf(A.sub(0, 0, n1, n1), threads);
+  if (p.index >= 0) return p;
+  trsm_rlt(A.sub(0, 0, n1, n1), A.sub(n1, 0, n2, n1), threads);
+  syrk_ln(A.sub(n1, 0, n2, n1), A.sub(n1, n1, n2, n2), threads);
+  p = potrf(A.sub(n1, n1, n2, n2), threads);
+  if (p.index >= 0) p.index += n1;
+  return p;
+}
+
+// Substitution on columns [c0, c1) of B: L X = B, or Lᵀ X = B with trans.
+template <class T>
+inline void trsm_left_cols(Mat<T> L, const T* inv, Mat<T> B, bool trans, int64_t c0, int64_t c1) {
+  const int64_t n = L.n;
+  for (int64_t c = c0; c < c1; ++c) {
+    T* b = B.col(c);
+    if (!trans) {
+      for (int64_t j = 0; j < n; ++j) {
+        const T x = inv ? b[j] * inv[j] : b[j];
+        b[j] = x;
+        axpy(n - j - 1, -x, L.col(j) + j + 1, b + j + 1);
+      }
+    } else {
+      for (int64_t j = n; j-- > 0;) {
+        const T y = b[j] - dot(n - j - 1, L.col(j) + j + 1, b + j + 1);
+        b[j] = inv ? y * inv[j] : y;
+      }
+    }
+  }
+}
+
+// B (n x k) <- L⁻¹ B, or L⁻ᵀ B with trans, for lower L (unit diagonal when unit).
+template <class T> void trsm_left(Mat<T> L, Mat<T> B, bool trans, bool unit, int threads) {
+  const int64_t n = L.n, k = B.n;
+  if (n == 0 || k == 0) return;
+  if (n <= kTrsmBase) {
+    T inv[kTrsmBase];
+    for (int64_t j = 0; j < n; ++j) inv[j] = T(1) / L(j, j);
+    const T* pinv = unit ? nullptr : inv;
+    if (threads > 1 && k >= 64) {
+      const int64_t tasks = std::min<int64_t>(threads, k / 32);
+      ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
+        trsm_left_cols(L, pinv, B, trans, k * t / tasks, k * (t + 1) / tasks);
+      });
+    } else {
+      trsm_left_cols(L, pinv, B, trans, 0, k);
+    }
+    return;
+  }
+  const int64_t n1 = split_half(n), n2 = n - n1;
+  Mat<T> L11 = L.sub(0, 0, n1, n1), L21 = L.sub(n1, 0, n2, n1), L22 = L.sub(n1, n1, n2, n2);
+  Mat<T> B1 = B.sub(0, 0, n1, k), B2 = B.sub(n1, 0, n2, k);
+  if (!trans) {
+    trsm_left(L11, B1, false, unit, threads);
+    gemm(false, false, T(-1), L21, B1, T(1), B2, threads);
+    trsm_left(L22, B2, false, unit, threads);
+  } else {
+    trsm_left(L22, B2, true, unit, threads);
+    gemm(true, false, T(-1), L21, B2, T(1), B1, threads);
+    trsm_left(L11, B1, true, unit, threads);
+  }
+}
+
+// ---- compact: W matrices at once, one per lane --------------------------------
+
+// Lower triangles packed by rows: element (i, k), k <= i, at i (i + 1) / 2 + k.
+inline int64_t packed(int64_t i, int64_t k) { return i * (i + 1) / 2 + k; }
+
+template <class T>
+void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const int64_t n = job.a.rows;
+  T* pt = reinterpret_cast<T*>(P);
+  const int64_t rs = job.upper ? job.a.cs : job.a.rs, cs = job.upper ? job.a.rs : job.a.cs;
+  for (int l = 0; l < W; ++l) {
+    if (l < cnt) {
+      const T* s = job.a.ptr<T>(b0 + l);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k <= i; ++k) pt[packed(i, k) * W + l] = s[i * rs + k * cs];
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k <= i; ++k) pt[packed(i, k) * W + l] = i == k ? T(1) : T(0);
+    }
+  }
+  // Non-finite input: find the first bad entry of each bad lane.
+  {
+    const V big = V::set1(std::numeric_limits<T>::max());
+    typename V::Mask bad = V::not_(V::all_lanes());
+    for (int64_t e = 0; e < packed(n, 0); ++e) bad = bad | V::not_(abs(P[e]) <= big);
+    if (V::any(bad)) {
+      for (int l = 0; l < cnt; ++l) {
+        if (!V::lane(bad, l)) continue;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t k = 0; k <= i; ++k) {
+            const T x = pt[packed(i, k) * W + l];
+            if (!std::isfinite(x)) {
+              job.log->record({b0 + l, FailKind::kNonFinite, job.upper ? k : i, job.upper ? i : k,
+                               static_cast<double>(x)});
+              i = n;
+              break;
+            }
+          }
+      }
+      return;
+    }
+  }
+  typename V::Mask failed = V::not_(V::all_lanes());
+  const V zero = V::zero(), one = V::set1(T(1));
+  for (int64_t j = 0; j < n; ++j) {
+    V* rj = P + packed(j, 0);
+    V d0 = rj[j], d1 = V::zero();
+    int64_t k = 0;
+    for (; k + 1 < j; k += 2) {
+      d0 = fnma(rj[k], rj[k], d0);
+      d1 = fnma(rj[k + 1], rj[k + 1], d1);
+    }
+    if (k < j) d0 = fnma(rj[k], rj[k], d0);
+    const V d = d0 + d1;
+    const auto bad = V::not_(d > zero);
+    if (V::any(bad & V::not_(failed))) {
+      alignas(64) T dv[W];
+      d.store(dv);
+      for (int l = 0; l < cnt; ++l)
+        if (V::lane(bad, l) && !V::lane(failed, l))
+          job.log->record({b0 + l, FailKind::kNotPositiveDefinite, j, 0, static_cast<double>(dv[l])});
+      failed = failed | bad;
+    }
+    const V r = sqrt(select(bad, one, d));
+    rj[j] = r;
+    const V inv = one / r;
+    int64_t i = j + 1;
+    for (; i + 4 <= n; i += 4) {
+      V* r0 = P + packed(i, 0);
+      V* r1 = P + packed(i + 1, 0);
+      V* r2 = P + packed(i + 2, 0);
+      V* r3 = P + packed(i + 3, 0);
+      V a0 = r0[j], a1 = r1[j], a2 = r2[j], a3 = r3[j];
+      for (int64_t q = 0; q < j; ++q) {
+        const V x = rj[q];
+        a0 = fnma(r0[q], x, a0);
+        a1 = fnma(r1[q], x, a1);
+        a2 = fnma(r2[q], x, a2);
+        a3 = fnma(r3[q], x, a3);
+      }
+      r0[j] = a0 * inv;
+      r1[j] = a1 * inv;
+      r2[j] = a2 * inv;
+      r3[j] = a3 * inv;
+    }
+    for (; i < n; ++i) {
+      V* ri = P + packed(i, 0);
+      V a = ri[j];
+      for (int64_t q = 0; q < j; ++q) a = fnma(ri[q], rj[q], a);
+      ri[j] = a * inv;
+    }
+  }
+  if (V::any(failed)) return;
+  const MatArg out = job.upper ? job.out.transposed() : job.out;
+  for (int l = 0; l < cnt; ++l) {
+    T* d = out.ptr<T>(b0 + l);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < n; ++k) d[i * out.rs + k * out.cs] = k <= i ? pt[packed(i, k) * W + l] : T(0);
+  }
+}
+
+// ---- drivers -------------------------------------------------------------------
+
+template <class T> struct CholScratch {
+  Buffer<T> buf;
+};
+
+template <class T> void cholesky_job(const CholeskyJob& job) {
+  const int64_t n = job.a.rows, count = job.a.batch();
+  if (n == 0 || count == 0) return;
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  if (n <= kCompactCholMax && count >= 2) {
+    const int64_t groups = (count + W - 1) / W;
+    PerWorker<Buffer<V>> bufs(job.threads);
+    ThreadPool::global().parallel_for(groups, job.threads, [&](int64_t g, int w) {
+      V* P = bufs[w].get(static_cast<size_t>(packed(n, 0)));
+      cholesky_compact<T>(job, g * W, static_cast<int>(std::min<int64_t>(W, count - g * W)), P);
+    });
+    return;
+  }
+  PerWorker<Buffer<T>> bufs(job.threads);
+  for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) {
+    T* cur = bufs[w].get(carve_size<T>(n, n));
+    Mat<T> A = carve<T>(cur, n, n);
+    load_lower(job.a, b, A, job.upper);
+    Failure f;
+    if (find_nonfinite(A, true, &f)) {
+      if (job.upper) std::swap(f.i, f.j);
+      f.batch = b;
+      job.log->record(f);
+      return;
+    }
+    Pivot<T> p = potrf(A, threads);
+    if (p.index >= 0) {
+      job.log->record({b, FailKind::kNotPositiveDefinite, p.index, 0, static_cast<double>(p.value)});
+      return;
+    }
+    for (int64_t j = 1; j < n; ++j) std::fill(A.col(j), A.col(j) + j, T(0));
+    store(A, job.upper ? job.out.transposed() : job.out, b);
+  });
+}
+
+// Loads a triangular operand as a lower-triangular L (the transpose of an
+// upper one), checking its triangle and diagonal; false and *f on failure.
+template <class T> bool load_triangle(const MatArg& a, int64_t b, Mat<T> L, bool upper, bool unit, Failure* f) {
+  load_lower(a, b, L, upper);
+  if (unit)
+    for (int64_t j = 0; j < L.n; ++j) L(j, j) = T(1);
+  if (find_nonfinite(L, true, f)) {
+    if (upper) std::swap(f->i, f->j);
+    return false;
+  }
+  for (int64_t j = 0; j < L.n; ++j)
+    if (L(j, j) == T(0)) {
+      *f = {b, FailKind::kZeroDiagonal, j, j, 0.0};
+      return false;
+    }
+  return true;
+}
+
+template <class T> void trsm_job(const TrsmJob& job) {
+  const int64_t n = job.a.rows, k = job.b.cols, count = job.a.batch();
+  if (count == 0 || k == 0) return;
+  PerWorker<Buffer<T>> bufs(job.threads);
+  for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) {
+    T* cur = bufs[w].get(carve_size<T>(n, n) + carve_size<T>(n, k));
+    Mat<T> L = carve<T>(cur, n, n), X = carve<T>(cur, n, k);
+    Failure f;
+    bool ok = load_triangle(job.a, b, L, job.upper, job.unit, &f);
+    if (ok) {
+      f.operand = "b";
+      load(job.b, b, X);
+      ok = !find_nonfinite(X, false, &f);
+    } else {
+      f.operand = "a";
+    }
+    if (!ok) {
+      if (job.right) std::swap(f.i, f.j);  // positions in the caller's (untransposed) operand
+      f.batch = b;
+      job.log->record(f);
+      return;
+    }
+    trsm_left(L, X, job.upper, job.unit, threads);
+    store(X, job.x, b);
+  });
+}
+
+template <class T> void cholesky_solve_job(const CholSolveJob& job) {
+  const int64_t n = job.factor.rows, k = job.b.cols, count = job.factor.batch();
+  if (count == 0 || k == 0) return;
+  PerWorker<Buffer<T>> bufs(job.threads);
+  for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) {
+    T* cur = bufs[w].get(carve_size<T>(n, n) + carve_size<T>(n, k));
+    Mat<T> L = carve<T>(cur, n, n), X = carve<T>(cur, n, k);
+    Failure f;
+    bool ok = load_triangle(job.factor, b, L, job.upper, false, &f);
+    if (ok) {
+      f.operand = "b";
+      load(job.b, b, X);
+      ok = !find_nonfinite(X, false, &f);
+    } else {
+      f.operand = "factor";
+    }
+    if (!ok) {
+      f.batch = b;
+      job.log->record(f);
+      return;
+    }
+    trsm_left(L, X, false, false, threads);
+    trsm_left(L, X, true, false, threads);
+    store(X, job.x, b);
+  });
+}
+
+}  // namespace sinew::linalg::detail::SINEW_LINALG_ISA

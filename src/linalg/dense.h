@@ -1,0 +1,233 @@
+// Column-major matrix views, aligned buffers, loading and storing operands
+// in any strides, the kernels::mm wrapper every blocked update goes through,
+// and the batch driver. Included through isa_begin.h only.
+#pragma once
+
+namespace sinew::linalg::detail::SINEW_LINALG_ISA {
+
+template <class T> struct Mat {
+  T* p = nullptr;
+  int64_t m = 0, n = 0, ld = 1;
+  T& operator()(int64_t i, int64_t j) const { return p[i + j * ld]; }
+  T* col(int64_t j) const { return p + j * ld; }
+  Mat sub(int64_t i, int64_t j, int64_t r, int64_t c) const { return {p + i + j * ld, r, c, ld}; }
+};
+
+// Grow-only 64-byte-aligned scratch memory (contents undefined after grow).
+template <class T> class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { std::free(p_); }
+  T* get(size_t n) {
+    if (n > cap_) {
+      std::free(p_);
+      size_t bytes = (std::max<size_t>(n, 1) * sizeof(T) + 63) / 64 * 64;
+      p_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+      if (!p_) throw std::bad_alloc();
+      cap_ = n;
+    }
+    return p_;
+  }
+
+ private:
+  T* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+// A leading dimension that keeps columns 64-byte aligned and avoids strides
+// that are multiples of 1 KiB (which alias in the L1 sets when a kernel walks
+// along a row).
+template <class T> inline int64_t lead(int64_t m) {
+  constexpr int64_t line = 64 / sizeof(T);
+  int64_t ld = std::max<int64_t>((m + line - 1) / line * line, line);
+  if ((ld * static_cast<int64_t>(sizeof(T))) % 1024 == 0) ld += line;
+  return ld;
+}
+
+// A column-major matrix carved out of a buffer.
+template <class T> inline Mat<T> carve(T*& cursor, int64_t m, int64_t n) {
+  Mat<T> a{cursor, m, n, lead<T>(m)};
+  cursor += a.ld * std::max<int64_t>(n, 1);
+  return a;
+}
+
+template <class T> inline size_t carve_size(int64_t m, int64_t n) {
+  return static_cast<size_t>(lead<T>(m) * std::max<int64_t>(n, 1));
+}
+
+template <class T> constexpr DType dtype_of() { return sizeof(T) == 8 ? DType::kF64 : DType::kF32; }
+
+template <class T> inline void set_zero(Mat<T> a) {
+  for (int64_t j = 0; j < a.n; ++j) std::fill(a.col(j), a.col(j) + a.m, T(0));
+}
+
+template <class T> inline void set_identity(Mat<T> a) {
+  set_zero(a);
+  for (int64_t i = 0; i < std::min(a.m, a.n); ++i) a(i, i) = T(1);
+}
+
+template <class T> inline void copy(Mat<T> src, Mat<T> dst) {
+  for (int64_t j = 0; j < src.n; ++j) std::memcpy(dst.col(j), src.col(j), sizeof(T) * src.m);
+}
+
+// Copies the rows x cols block at (r0, c0) of matrix b of `a` into M.
+// Column-contiguous sources copy by columns, row-contiguous ones are
+// transposed in 8 x 8 tiles.
+template <class T>
+inline void load(const MatArg& a, int64_t b, Mat<T> M, int64_t r0 = 0, int64_t c0 = 0) {
+  const T* s = a.ptr<T>(b) + r0 * a.rs + c0 * a.cs;
+  const int64_t rs = a.rs, cs = a.cs;
+  if (rs == 1) {
+    for (int64_t j = 0; j < M.n; ++j) std::memcpy(M.col(j), s + j * cs, sizeof(T) * M.m);
+    return;
+  }
+  for (int64_t i0 = 0; i0 < M.m; i0 += 8)
+    for (int64_t j0 = 0; j0 < M.n; j0 += 8) {
+      const int64_t ie = std::min<int64_t>(i0 + 8, M.m), je = std::min<int64_t>(j0 + 8, M.n);
+      for (int64_t i = i0; i < ie; ++i)
+        for (int64_t j = j0; j < je; ++j) M(i, j) = s[i * rs + j * cs];
+    }
+}
+
+template <class T>
+inline void store(Mat<T> M, const MatArg& a, int64_t b, int64_t r0 = 0, int64_t c0 = 0) {
+  T* d = a.ptr<T>(b) + r0 * a.rs + c0 * a.cs;
+  const int64_t rs = a.rs, cs = a.cs;
+  if (rs == 1) {
+    for (int64_t j = 0; j < M.n; ++j) std::memcpy(d + j * cs, M.col(j), sizeof(T) * M.m);
+    return;
+  }
+  for (int64_t i0 = 0; i0 < M.m; i0 += 8)
+    for (int64_t j0 = 0; j0 < M.n; j0 += 8) {
+      const int64_t ie = std::min<int64_t>(i0 + 8, M.m), je = std::min<int64_t>(j0 + 8, M.n);
+      for (int64_t i = i0; i < ie; ++i)
+        for (int64_t j = j0; j < je; ++j) d[i * rs + j * cs] = M(i, j);
+    }
+}
+
+// Writes `value` to every element of matrix b of `a`.
+template <class T> inline void fill(const MatArg& a, int64_t b, T value) {
+  T* d = a.ptr<T>(b);
+  for (int64_t j = 0; j < a.cols; ++j)
+    for (int64_t i = 0; i < a.rows; ++i) d[i * a.rs + j * a.cs] = value;
+}
+
+template <class T> inline void store_vector(const T* v, const MatArg& a, int64_t b) {
+  T* d = a.ptr<T>(b);
+  for (int64_t i = 0; i < a.rows; ++i) d[i * a.rs] = v[i];
+}
+
+// Copies the lower triangle of A (or, with from_upper, the transpose of its
+// upper triangle) of matrix b into the lower triangle of M.
+template <class T> inline void load_lower(const MatArg& a, int64_t b, Mat<T> M, bool from_upper) {
+  const T* s = a.ptr<T>(b);
+  const int64_t rs = from_upper ? a.cs : a.rs, cs = from_upper ? a.rs : a.cs;
+  if (rs == 1) {
+    for (int64_t j = 0; j < M.n; ++j) std::memcpy(M.col(j) + j, s + j + j * cs, sizeof(T) * (M.m - j));
+    return;
+  }
+  // Transposing: 8 x 8 tiles on or below the diagonal.
+  for (int64_t j0 = 0; j0 < M.n; j0 += 8)
+    for (int64_t i0 = j0; i0 < M.m; i0 += 8) {
+      const int64_t ie = std::min<int64_t>(i0 + 8, M.m), je = std::min<int64_t>(j0 + 8, M.n);
+      for (int64_t i = i0; i < ie; ++i)
+        for (int64_t j = j0; j < std::min(je, i + 1); ++j) M(i, j) = s[i * rs + j * cs];
+    }
+}
+
+// The first non-finite entry of the lower triangle (or all of M): true and
+// its position and value in *f.
+template <class T> inline bool find_nonfinite(Mat<T> M, bool lower_only, Failure* f) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const V big = V::set1(std::numeric_limits<T>::max());
+  for (int64_t j = 0; j < M.n; ++j) {
+    const int64_t i0 = lower_only ? j : 0;
+    const T* c = M.col(j);
+    bool bad = false;
+    int64_t i = i0;
+    for (; i + W <= M.m && !bad; i += W) bad = V::any(V::not_(abs(V::load(c + i)) <= big));
+    if (!bad && i < M.m) bad = V::any(V::not_(abs(V::load_n(c + i, static_cast<int>(M.m - i))) <= big));
+    if (!bad) continue;
+    for (int64_t r = i0; r < M.m; ++r)
+      if (!std::isfinite(c[r])) {
+        f->kind = FailKind::kNonFinite;
+        f->i = r;
+        f->j = j;
+        f->value = static_cast<double>(c[r]);
+        return true;
+      }
+  }
+  return false;
+}
+
+// A power of two near the largest |entry|, so that squares neither overflow
+// nor underflow; divides M by it.
+template <class T> T scale_down(Mat<T> M, bool lower_only) {
+  T big = 0;
+  for (int64_t j = 0; j < M.n; ++j) {
+    const int64_t i0 = lower_only ? j : 0;
+    big = std::max(big, amax(M.m - i0, M.col(j) + i0));
+  }
+  if (big == T(0)) return T(1);
+  int e = 0;
+  std::frexp(big, &e);
+  const T s = std::ldexp(T(1), e);
+  for (int64_t j = 0; j < M.n; ++j) {
+    const int64_t i0 = lower_only ? j : 0;
+    scal(M.m - i0, T(1) / s, M.col(j) + i0);
+  }
+  return s;
+}
+
+// Where recursive algorithms split n: about half, on a multiple of 16.
+inline int64_t split_half(int64_t n) {
+  int64_t h = (n / 2 + 15) / 16 * 16;
+  return h > 0 && h < n ? h : std::max<int64_t>(n / 2, 1);
+}
+
+// Round-robin (tournament) pairing of `players` (even) in round r: pairs
+// (first, second) with every two players meeting once in players - 1 rounds.
+inline std::pair<int64_t, int64_t> round_robin(int64_t players, int64_t round, int64_t k) {
+  auto at = [&](int64_t pos) { return pos == 0 ? int64_t{0} : 1 + (pos - 1 + round) % (players - 1); };
+  return {at(k), at(players - 1 - k)};
+}
+
+// ---- GEMM -------------------------------------------------------------------
+
+// C = alpha op(A) op(B) + beta C through kernels::mm.
+template <class T>
+inline void gemm(bool ta, bool tb, T alpha, Mat<T> A, Mat<T> B, T beta, Mat<T> C, int threads) {
+  const int64_t k = ta ? A.m : A.n;
+  if (C.m == 0 || C.n == 0) return;
+  if (k == 0 || alpha == T(0)) {
+    for (int64_t j = 0; j < C.n; ++j)
+      for (int64_t i = 0; i < C.m; ++i) C(i, j) = beta == T(0) ? T(0) : beta * C(i, j);
+    return;
+  }
+  mm_colmajor(dtype_of<T>(), ta, tb, C.m, C.n, k, alpha, A.p, A.ld, B.p, B.ld, beta, C.p, C.ld, threads);
+}
+
+// ---- batch driver -------------------------------------------------------------
+
+// fn(b, worker, threads_for_this_matrix) for every matrix of the batch: one
+// matrix gets every thread, a batch is split across threads by matrix.
+template <class F> inline void for_each_matrix(int64_t count, int threads, F&& fn) {
+  if (count == 0) return;
+  if (count == 1) {
+    fn(int64_t{0}, 0, threads);
+    return;
+  }
+  ThreadPool::global().parallel_for(count, threads, [&](int64_t b, int w) { fn(b, w, 1); });
+}
+
+// Per-worker scratch for a batch call.
+template <class S> struct PerWorker {
+  explicit PerWorker(int threads) : slots(static_cast<size_t>(std::max(threads, 1))) {}
+  S& operator[](int w) { return slots[static_cast<size_t>(w)]; }
+  std::vector<S> slots;
+};
+
+}  // namespace sinew::linalg::detail::SINEW_LINALG_ISA

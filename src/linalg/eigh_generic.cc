@@ -1,0 +1,2 @@
+// The portable copy of eigh.
+#include "linalg/eigh_isa.h"

@@ -1,0 +1,142 @@
+// One ISA's copy of eigh (see backend.h): included by eigh_generic.cc and
+// eigh_avx512.cc.
+#include "linalg/isa_begin.h"
+#include "linalg/simd.h"
+#include "linalg/dense.h"
+#include "linalg/compact.h"
+#include "linalg/cholesky_impl.h"
+#include "linalg/householder_impl.h"
+#include "linalg/jacobi_eigh_impl.h"
+#include "linalg/tridiagonal_impl.h"
+
+namespace sinew::linalg::detail::SINEW_LINALG_ISA {
+namespace {
+
+// Method choice (docs/linalg.md): a single matrix of order <= kEighJacobiMax
+// uses Jacobi, larger ones the tridiagonal method (kAuto); batches of
+// matrices of order <= kCompactEighMax run compact Jacobi, W at a time.
+constexpr int64_t kEighJacobiMax = 16;
+constexpr int64_t kJacobiBlockedMin = 64;
+constexpr int64_t kCompactEighMax = 48;
+
+template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Buffer<Vec<T>>& buf) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const int64_t n = job.a.rows;
+  const bool want_v = job.v.present;
+  V* Z = buf.get(static_cast<size_t>(n * n + packed(n, 0)));
+  V* A = Z + n * n;  // packed lower triangle
+  T* at = reinterpret_cast<T*>(A);
+  const int64_t rs = job.upper ? job.a.cs : job.a.rs, cs = job.upper ? job.a.rs : job.a.cs;
+  for (int l = 0; l < W; ++l) {
+    const T* src = l < cnt ? job.a.ptr<T>(b0 + l) : nullptr;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k <= i; ++k) {
+        const T x = src ? src[i * rs + k * cs] : (i == k ? T(1) : T(0));
+        if (!std::isfinite(x)) {
+          job.log->record({b0 + l, FailKind::kNonFinite, job.upper ? k : i, job.upper ? i : k, static_cast<double>(x)});
+          return;
+        }
+        at[packed(i, k) * W + l] = x;
+      }
+  }
+  alignas(64) T scale[W];
+  scale_lanes(A, packed(n, 0), packed(n, 0), 1, scale);
+  if (want_v)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i) Z[i + j * n] = V::set1(i == j ? T(1) : T(0));
+  if (jacobi_lanes(A, n, want_v ? Z : nullptr) > kJacobiMaxSweeps) {
+    for (int l = 0; l < cnt; ++l) job.log->record({b0 + l, FailKind::kNoConvergence, kJacobiMaxSweeps, 0, 0.0});
+    return;
+  }
+  const T* zt = reinterpret_cast<const T*>(Z);
+  std::vector<T> d(static_cast<size_t>(n));
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int l = 0; l < cnt; ++l) {
+    for (int64_t i = 0; i < n; ++i) d[i] = at[packed(i, i) * W + l];
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return d[x] < d[y]; });
+    T* w = job.w.ptr<T>(b0 + l);
+    for (int64_t i = 0; i < n; ++i) w[i * job.w.rs] = d[order[i]] * scale[l];
+    if (!want_v) continue;
+    T* v = job.v.ptr<T>(b0 + l);
+    if (job.v.cs == 1 && job.v.rs != 1) {  // write the destination in memory order
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) v[i * job.v.rs + j] = zt[(i + order[j] * n) * W + l];
+    } else {
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < n; ++i) v[i * job.v.rs + j * job.v.cs] = zt[(i + order[j] * n) * W + l];
+    }
+  }
+}
+
+template <class T> void eigh_job(const EighJob& job) {
+  const int64_t n = job.a.rows, count = job.a.batch();
+  const bool want_v = job.v.present;
+  if (n == 0 || count == 0) return;
+  if (count >= 2 && n <= kCompactEighMax && job.algo != EighAlgo::kTridiagonal) {
+    constexpr int W = Vec<T>::W;
+    PerWorker<Buffer<Vec<T>>> bufs(job.threads);
+    ThreadPool::global().parallel_for((count + W - 1) / W, job.threads, [&](int64_t g, int w) {
+      eigh_compact<T>(job, g * W, static_cast<int>(std::min<int64_t>(W, count - g * W)), bufs[w]);
+    });
+    return;
+  }
+  struct Scratch {
+    Buffer<T> buf;
+    TrdScratch<T> trd;
+    QrScratch<T> qr;
+  };
+  PerWorker<Scratch> scratch(job.threads);
+  const bool jacobi = job.algo == EighAlgo::kJacobi || (job.algo == EighAlgo::kAuto && n <= kEighJacobiMax);
+  for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) {
+    Scratch& s = scratch[w];
+    T* cur = s.buf.get(2 * carve_size<T>(n, n) + 3 * static_cast<size_t>(n) + 64);
+    Mat<T> A = carve<T>(cur, n, n), Z = carve<T>(cur, n, n);
+    T* d = cur;
+    T* e = d + n;
+    T* tau = e + n;
+    load_lower(job.a, b, A, job.upper);
+    Failure f;
+    if (find_nonfinite(A, true, &f)) {
+      if (job.upper) std::swap(f.i, f.j);
+      f.batch = b;
+      job.log->record(f);
+      return;
+    }
+    const T scale = scale_down(A, true);
+    Mat<T> Zv = want_v ? Z : Mat<T>{};
+    bool ok = true;
+    if (jacobi) {
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = j + 1; i < n; ++i) A(j, i) = A(i, j);
+      if (want_v) set_identity(Z);
+      const int sweeps = n < kJacobiBlockedMin ? jacobi_small(A, Zv) : jacobi_blocked(A, Zv, threads);
+      ok = sweeps <= kJacobiMaxSweeps;
+      for (int64_t i = 0; i < n; ++i) d[i] = A(i, i);
+    } else {
+      sytrd(A, d, e, tau, s.trd, threads);
+      if (want_v) orgtr(A, tau, Z, s.qr, threads);
+      ok = tridiagonal_ql(n, d, e, Zv, threads);
+    }
+    if (!ok) {
+      job.log->record({b, FailKind::kNoConvergence, jacobi ? kJacobiMaxSweeps : kQlMaxIterations, 0, 0.0});
+      return;
+    }
+    sort_eigenpairs(n, d, Zv);
+    for (int64_t i = 0; i < n; ++i) d[i] *= scale;
+    store_vector(d, job.w, b);
+    if (want_v) store(Z, job.v, b);
+  });
+}
+
+}  // namespace
+
+void eigh(const EighJob& job) {
+  if (job.a.dtype == DType::kF64) eigh_job<double>(job);
+  else eigh_job<float>(job);
+}
+
+}  // namespace sinew::linalg::detail::SINEW_LINALG_ISA
+
+#include "linalg/isa_end.h"

@@ -1,0 +1,209 @@
+// Householder QR: reflectors (larfg), the unblocked panel (geqr2), compact
+// WY blocks (larft, larfb: three kernels::mm calls per block), the blocked
+// factorization, forming Q and applying Q or Qᵀ; plus a compact kernel that
+// factors W small matrices at once. Included through isa_begin.h only.
+#pragma once
+
+namespace sinew::linalg::detail::SINEW_LINALG_ISA {
+
+constexpr int64_t kQrBlock = 32;          // reflectors per compact WY block
+constexpr int64_t kQrBlockedMin = 96;     // unblocked below this many reflectors
+constexpr int64_t kCompactQrMax = 40;
+
+// Generates H = I - tau v vᵀ with H [alpha; x] = [beta; 0], v = [1; x'].
+// On return alpha = beta and x = x'. Returns tau (0 when x is already 0).
+template <class T> T larfg(int64_t n, T& alpha, T* x) {
+  if (n <= 1) return T(0);
+  const T xnorm = nrm2(n - 1, x);
+  if (xnorm == T(0)) return T(0);
+  const T beta = -std::copysign(std::hypot(alpha, xnorm), alpha);
+  const T tau = (beta - alpha) / beta;
+  scal(n - 1, T(1) / (alpha - beta), x);
+  alpha = beta;
+  return tau;
+}
+
+// Applies H = I - tau v vᵀ (v = [1; A(j+1:, j)], stored in column j from row
+// j) from the left to columns [c0, c1) of A, rows j and below.
+template <class T> inline void apply_reflector(Mat<T> A, int64_t j, T tau, Mat<T> C, int64_t c0, int64_t c1) {
+  if (tau == T(0)) return;
+  const int64_t len = A.m - j;
+  T* v = A.col(j) + j;
+  const T keep = v[0];
+  v[0] = T(1);
+  for (int64_t c = c0; c < c1; ++c) {
+    T* cc = C.col(c) + j;
+    const T w = dot(len, v, cc);
+    axpy(len, -tau * w, v, cc);
+  }
+  v[0] = keep;
+}
+
+// Unblocked QR of the m x n panel A: R above the diagonal, the reflectors
+// below, tau[min(m, n)].
+template <class T> void geqr2(Mat<T> A, T* tau) {
+  const int64_t k = std::min(A.m, A.n);
+  for (int64_t j = 0; j < k; ++j) {
+    tau[j] = larfg(A.m - j, A(j, j), A.col(j) + j + 1);
+    apply_reflector(A, j, tau[j], A, j + 1, A.n);
+  }
+}
+
+// V (rows x k): the explicit unit lower-trapezoidal reflector block stored
+// below the diagonal of A (rows x k).
+template <class T> void explicit_v(Mat<T> A, Mat<T> V) {
+  for (int64_t j = 0; j < V.n; ++j) {
+    T* v = V.col(j);
+    std::fill(v, v + std::min(j, V.m), T(0));
+    if (j < V.m) v[j] = T(1);
+    if (j + 1 < V.m) std::memcpy(v + j + 1, A.col(j) + j + 1, sizeof(T) * (V.m - j - 1));
+  }
+}
+
+// The upper-triangular T (k x k, zeros below) of the compact WY form
+// H_0 ... H_{k-1} = I - V T Vᵀ (LAPACK larft, forward, columnwise).
+template <class T> void larft(Mat<T> V, const T* tau, Mat<T> Tm, int threads) {
+  const int64_t k = V.n;
+  gemm(true, false, T(1), V, V, T(0), Tm, threads);  // Tm = VᵀV; only its strict upper part is used
+  T w[kQrBlock];
+  for (int64_t j = 0; j < k; ++j) {
+    for (int64_t i = 0; i < j; ++i) w[i] = Tm(i, j);
+    // Tm(0:j, j) = -tau_j Tm(0:j, 0:j) w, Tm(0:j, 0:j) upper triangular and final.
+    for (int64_t i = 0; i < j; ++i) {
+      T s = 0;
+      for (int64_t l = i; l < j; ++l) s += Tm(i, l) * w[l];
+      Tm(i, j) = -tau[j] * s;
+    }
+    Tm(j, j) = tau[j];
+    for (int64_t i = j + 1; i < k; ++i) Tm(i, j) = T(0);
+  }
+}
+
+// C <- H C (trans = false) or Hᵀ C, H = I - V T Vᵀ; W1, W2 are k x C.n scratch.
+template <class T>
+void larfb(Mat<T> V, Mat<T> Tm, bool trans, Mat<T> C, Mat<T> W1, Mat<T> W2, int threads) {
+  gemm(true, false, T(1), V, C, T(0), W1, threads);
+  gemm(trans, false, T(1), Tm, W1, T(0), W2, threads);
+  gemm(false, false, T(-1), V, W2, T(1), C, threads);
+}
+
+// Scratch of the blocked routines: V, T and two k x ncols panels.
+template <class T> struct QrScratch {
+  Buffer<T> buf;
+  Mat<T> V, Tm, W1, W2;
+  void reserve(int64_t m, int64_t ncols) {
+    const int64_t nb = kQrBlock;
+    T* cur = buf.get(carve_size<T>(m, nb) + carve_size<T>(nb, nb) + 2 * carve_size<T>(nb, ncols));
+    V = carve<T>(cur, m, nb);
+    Tm = carve<T>(cur, nb, nb);
+    W1 = carve<T>(cur, nb, ncols);
+    W2 = carve<T>(cur, nb, ncols);
+  }
+};
+
+// Blocked QR of A (m x n) in place, tau[min(m, n)].
+template <class T> void geqrf(Mat<T> A, T* tau, QrScratch<T>& s, int threads) {
+  const int64_t m = A.m, n = A.n, k = std::min(m, n);
+  if (k < kQrBlockedMin) {
+    geqr2(A, tau);
+    return;
+  }
+  s.reserve(m, n);
+  for (int64_t j0 = 0; j0 < k; j0 += kQrBlock) {
+    const int64_t jb = std::min(kQrBlock, k - j0);
+    Mat<T> panel = A.sub(j0, j0, m - j0, jb);
+    geqr2(panel, tau + j0);
+    if (j0 + jb >= n) continue;
+    Mat<T> V = s.V.sub(0, 0, m - j0, jb), Tm = s.Tm.sub(0, 0, jb, jb);
+    explicit_v(panel, V);
+    larft(V, tau + j0, Tm, threads);
+    const int64_t nc = n - j0 - jb;
+    larfb(V, Tm, true, A.sub(j0, j0 + jb, m - j0, nc), s.W1.sub(0, 0, jb, nc), s.W2.sub(0, 0, jb, nc), threads);
+  }
+}
+
+// C (m x c) <- Q C (trans = false) or Qᵀ C, Q = H_0 ... H_{k-1} from the k
+// reflectors stored below the diagonal of A (m x k). With `identity_tail`,
+// C starts as the first columns of the identity and block j0 touches only
+// C(j0:, j0:) (forming Q, LAPACK orgqr).
+template <class T>
+void apply_q(Mat<T> A, const T* tau, bool trans, Mat<T> C, QrScratch<T>& s, int threads,
+             bool identity_tail = false) {
+  const int64_t m = A.m, k = A.n;
+  if (k == 0 || C.n == 0) return;
+  if (k < kQrBlockedMin) {
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t j = trans ? t : k - 1 - t;
+      apply_reflector(A, j, tau[j], C, identity_tail ? std::min(j, C.n) : 0, C.n);
+    }
+    return;
+  }
+  s.reserve(m, C.n);
+  const int64_t blocks = (k + kQrBlock - 1) / kQrBlock;
+  for (int64_t t = 0; t < blocks; ++t) {
+    const int64_t j0 = (trans ? t : blocks - 1 - t) * kQrBlock, jb = std::min(kQrBlock, k - j0);
+    const int64_t c0 = identity_tail ? std::min(j0, C.n) : 0, nc = C.n - c0;
+    Mat<T> V = s.V.sub(0, 0, m - j0, jb), Tm = s.Tm.sub(0, 0, jb, jb);
+    explicit_v(A.sub(j0, j0, m - j0, jb), V);
+    larft(V, tau + j0, Tm, threads);
+    larfb(V, Tm, trans, C.sub(j0, c0, m - j0, nc), s.W1.sub(0, 0, jb, nc), s.W2.sub(0, 0, jb, nc), threads);
+  }
+}
+
+// Q (m x q, q <= m) <- the first q columns of H_0 ... H_{k-1}.
+template <class T> void orgqr(Mat<T> A, const T* tau, Mat<T> Q, QrScratch<T>& s, int threads) {
+  set_identity(Q);
+  apply_q(A, tau, false, Q, s, threads, true);
+}
+
+// ---- compact: W matrices at once --------------------------------------------
+
+// QR of the m x n matrices in the lanes of A (column-major, ld m): R above
+// the diagonal, reflectors below, tau[min(m, n)].
+template <class T> void geqr2_lanes(Vec<T>* A, int64_t m, int64_t n, Vec<T>* tau) {
+  using V = Vec<T>;
+  const V zero = V::zero(), one = V::set1(T(1));
+  const int64_t k = std::min(m, n);
+  for (int64_t j = 0; j < k; ++j) {
+    V* a = A + j * m;
+    V ss = zero;
+    for (int64_t i = j + 1; i < m; ++i) ss = fma(a[i], a[i], ss);
+    const V alpha = a[j];
+    const auto skip = ss <= zero;
+    const V beta = -copysign(sqrt(fma(alpha, alpha, ss)), alpha);
+    const V t = select(skip, zero, (beta - alpha) / beta);
+    const V sc = select(skip, one, one / (alpha - beta));
+    for (int64_t i = j + 1; i < m; ++i) a[i] = a[i] * sc;
+    a[j] = select(skip, alpha, beta);
+    tau[j] = t;
+    for (int64_t c = j + 1; c < n; ++c) {
+      V* cc = A + c * m;
+      V w = cc[j];
+      for (int64_t i = j + 1; i < m; ++i) w = fma(a[i], cc[i], w);
+      w = w * t;
+      cc[j] = cc[j] - w;
+      for (int64_t i = j + 1; i < m; ++i) cc[i] = fnma(w, a[i], cc[i]);
+    }
+  }
+}
+
+// Q (m x q, ld m) <- the first q columns of H_0 ... H_{k-1}, lanes at once.
+template <class T> void org2r_lanes(const Vec<T>* A, int64_t m, int64_t k, const Vec<T>* tau, Vec<T>* Q, int64_t q) {
+  using V = Vec<T>;
+  for (int64_t c = 0; c < q; ++c)
+    for (int64_t i = 0; i < m; ++i) Q[i + c * m] = V::set1(i == c ? T(1) : T(0));
+  for (int64_t j = k; j-- > 0;) {
+    const V* a = A + j * m;
+    const V t = tau[j];
+    for (int64_t c = j; c < q; ++c) {
+      V* cc = Q + c * m;
+      V w = cc[j];
+      for (int64_t i = j + 1; i < m; ++i) w = fma(a[i], cc[i], w);
+      w = w * t;
+      cc[j] = cc[j] - w;
+      for (int64_t i = j + 1; i < m; ++i) cc[i] = fnma(w, a[i], cc[i]);
+    }
+  }
+}
+
+}  // namespace sinew::linalg::detail::SINEW_LINALG_ISA

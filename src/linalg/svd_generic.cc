@@ -1,0 +1,2 @@
+// The portable copy of the SVD.
+#include "linalg/svd_isa.h"

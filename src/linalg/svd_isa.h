@@ -1,0 +1,271 @@
+// One ISA's copy of the SVD (see backend.h): included by svd_generic.cc and
+// svd_avx512.cc.
+#include "linalg/isa_begin.h"
+#include "linalg/simd.h"
+#include "linalg/dense.h"
+#include "linalg/compact.h"
+#include "linalg/cholesky_impl.h"
+#include "linalg/householder_impl.h"
+#include "linalg/jacobi_svd_impl.h"
+
+namespace sinew::linalg::detail::SINEW_LINALG_ISA {
+namespace {
+
+constexpr int64_t kCompactSvdMax = 40;
+
+// Writes the factorization of the working matrix Aw (rows x cols, rows >=
+// cols, Aw = A or Aᵀ) to the job's outputs for matrix b: Uw (rows x uq) and
+// Vw (cols x cols) with columns in output order, sigma descending.
+template <class T>
+void store_svd(const SvdJob& job, int64_t b, bool tall, const T* sigma, Mat<T> Uw, Mat<T> Vw) {
+  store_vector(sigma, job.s, b);
+  if (!job.u.present) return;
+  const int64_t k = Vw.n;
+  if (tall) {  // A = Uw Σ Vwᵀ
+    store(Uw, job.u, b);
+    store(Vw, job.vh.transposed(), b);
+  } else {  // Aᵀ = Uw Σ Vwᵀ, so A = Vw Σ Uwᵀ
+    store(Vw.sub(0, 0, k, k), job.u, b);
+    store(Uw, job.vh.transposed(), b);
+  }
+}
+
+template <class T> struct SvdScratch {
+  Buffer<T> buf, aux;
+  QrScratch<T> qr;
+  std::vector<int64_t> perm_c, perm_r, order;
+  std::vector<char> good;
+};
+
+// Descending order of sigma (stable, so equal values keep their columns).
+inline void descending(const std::vector<double>& sigma, std::vector<int64_t>& order) {
+  order.resize(sigma.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return sigma[x] > sigma[y]; });
+}
+
+template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, int threads) {
+  const bool tall = job.a.rows >= job.a.cols, want = job.u.present;
+  const MatArg a = tall ? job.a : job.a.transposed();
+  const int64_t m = a.rows, n = a.cols;  // m >= n
+  const int64_t uq = job.full ? m : n;
+  T* cur = s.buf.get(2 * carve_size<T>(m, n) + 2 * carve_size<T>(n, n) + carve_size<T>(m, uq) +
+                     6 * static_cast<size_t>(m + n) + 64);
+  Mat<T> A = carve<T>(cur, m, n), Ap = carve<T>(cur, m, n), X = carve<T>(cur, n, n), Wm = carve<T>(cur, n, n),
+         U = carve<T>(cur, m, uq);
+  T* tau = cur;
+  T* vn1 = tau + n + 8;
+  T* vn2 = vn1 + n + 8;
+  T* nrm = vn2 + n + 8;
+  T* rown = nrm + n + 8;
+  T* sig = rown + m + 8;
+  load(a, b, A);
+  Failure f;
+  if (find_nonfinite(A, false, &f)) {
+    if (!tall) std::swap(f.i, f.j);
+    f.batch = b;
+    job.log->record(f);
+    return;
+  }
+  const T scale = scale_down(A, false);
+  // Rows by decreasing max-norm, so that Householder QR stays accurate on
+  // row-graded matrices (Powell-Reid / Drmač).
+  for (int64_t i = 0; i < m; ++i) rown[i] = 0;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) rown[i] = std::max(rown[i], std::abs(A(i, j)));
+  s.perm_r.resize(static_cast<size_t>(m));
+  std::iota(s.perm_r.begin(), s.perm_r.end(), 0);
+  std::stable_sort(s.perm_r.begin(), s.perm_r.end(), [&](int64_t x, int64_t y) { return rown[x] > rown[y]; });
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) Ap(i, j) = A(s.perm_r[i], j);
+  s.perm_c.resize(static_cast<size_t>(n));
+  geqp3(Ap, tau, s.perm_c.data(), vn1, vn2, threads);
+  // Second preconditioning (Drmač's dgejsv): Rᵀ = Q2 R2, Jacobi on R2ᵀ,
+  // whose columns are much closer to orthogonal than those of Rᵀ.
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < n; ++i) X(i, j) = i >= j ? Ap(j, i) : T(0);  // Rᵀ
+  T* tau2 = sig + n + 8;
+  geqrf(X, tau2, s.qr, threads);
+  T* cur2 = s.aux.get(2 * carve_size<T>(n, n));
+  Mat<T> X2 = carve<T>(cur2, n, n), Vo = carve<T>(cur2, n, n);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < n; ++i) X2(i, j) = i >= j ? X(j, i) : T(0);  // R2ᵀ
+  if (want) set_identity(Wm);
+  const int sweeps = one_sided_jacobi(X2, want ? Wm : Mat<T>{}, nrm, threads);
+  if (sweeps > kSvdMaxSweeps) {
+    job.log->record({b, FailKind::kNoConvergence, kSvdMaxSweeps, 0, 0.0});
+    return;
+  }
+  std::vector<double> sigma(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) sigma[j] = std::sqrt(static_cast<double>(nrm[j]));
+  descending(sigma, s.order);
+  for (int64_t t = 0; t < n; ++t) sig[t] = std::sqrt(nrm[s.order[t]]) * scale;
+  if (!want) {
+    store_vector(sig, job.s, b);
+    return;
+  }
+  // A P = Q R = Q R2ᵀ Q2ᵀ and R2ᵀ W = Ux Σ, so U = Prᵀ Q [Ux; 0] (Ux the
+  // normalized final columns, completed where sigma is 0) and V = P Q2 W.
+  s.good.assign(static_cast<size_t>(n), 0);
+  for (int64_t j = 0; j < n; ++j) {
+    const T sj = std::sqrt(nrm[j]);
+    if (sj > T(0) && std::isfinite(T(1) / sj)) {
+      scal(n, T(1) / sj, X2.col(j));
+      s.good[j] = 1;
+    }
+  }
+  complete_columns(X2, s.good, s.qr, threads);
+  set_identity(U);
+  for (int64_t t = 0; t < n; ++t) std::memcpy(U.col(t), X2.col(s.order[t]), sizeof(T) * n);
+  apply_q(Ap.sub(0, 0, m, n), tau, false, U, s.qr, threads);
+  for (int64_t j = 0; j < uq; ++j) {  // undo the row sort, through A (free now)
+    T* col = A.col(std::min<int64_t>(j, n - 1));
+    for (int64_t i = 0; i < m; ++i) col[s.perm_r[i]] = U(i, j);
+    std::memcpy(U.col(j), col, sizeof(T) * m);
+  }
+  for (int64_t t = 0; t < n; ++t) std::memcpy(X2.col(t), Wm.col(s.order[t]), sizeof(T) * n);
+  apply_q(X, tau2, false, X2, s.qr, threads);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < n; ++i) Vo(s.perm_c[i], t) = X2(i, t);
+  store_svd(job, b, tall, sig, U, Vo);
+}
+
+// The compact path: the same preconditioned method on W matrices at once.
+// Rows are sorted per matrix while loading; pivoting is per lane.
+template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buffer<Vec<T>>& buf, SvdScratch<T>& s) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const bool tall = job.a.rows >= job.a.cols, want = job.u.present;
+  const MatArg a = tall ? job.a : job.a.transposed();
+  const int64_t m = a.rows, n = a.cols;  // m >= n
+  const int64_t uq = job.full ? m : n;
+  V* A = buf.get(static_cast<size_t>(m * n + 2 * n * n + m * uq + 5 * n));
+  V* X = A + m * n;
+  V* Wl = X + n * n;
+  V* C = Wl + n * n;
+  V* tau = C + m * uq;
+  V* perm = tau + n;
+  V* nrm = perm + n;
+  V* vn1 = nrm + n;
+  V* vn2 = vn1 + n;
+  T* at = reinterpret_cast<T*>(A);
+  // Load each lane with its rows sorted by decreasing max-norm.
+  s.perm_r.assign(static_cast<size_t>(m * W), 0);
+  std::vector<double> rown(static_cast<size_t>(m));
+  for (int l = 0; l < W; ++l) {
+    int64_t* pr = s.perm_r.data() + l * m;
+    std::iota(pr, pr + m, 0);
+    if (l >= cnt) {
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < m; ++i) at[(i + j * m) * W + l] = i == j ? T(1) : T(0);
+      continue;
+    }
+    const T* src = a.ptr<T>(b0 + l);
+    bool finite = true;
+    for (int64_t i = 0; i < m && finite; ++i) {
+      rown[i] = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const T x = src[i * a.rs + j * a.cs];
+        if (!std::isfinite(x)) {
+          job.log->record({b0 + l, FailKind::kNonFinite, tall ? i : j, tall ? j : i, static_cast<double>(x)});
+          finite = false;
+          break;
+        }
+        rown[i] = std::max(rown[i], static_cast<double>(std::abs(x)));
+      }
+    }
+    if (!finite) return;
+    std::stable_sort(pr, pr + m, [&](int64_t x, int64_t y) { return rown[x] > rown[y]; });
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i) at[(i + j * m) * W + l] = src[pr[i] * a.rs + j * a.cs];
+  }
+  alignas(64) T scale[W];
+  scale_lanes(A, m, m, n, scale);
+  geqp3_lanes(A, m, n, tau, perm, vn1, vn2);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < n; ++i) X[i + j * n] = i >= j ? A[j + i * m] : V::zero();  // X = Rᵀ
+  if (want)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i) Wl[i + j * n] = V::set1(i == j ? T(1) : T(0));
+  if (one_sided_jacobi_lanes(X, n, n, want ? Wl : nullptr, nrm) > kSvdMaxSweeps) {
+    for (int l = 0; l < cnt; ++l) job.log->record({b0 + l, FailKind::kNoConvergence, kSvdMaxSweeps, 0, 0.0});
+    return;
+  }
+  if (want) {  // C = Q [W 0; 0 I]
+    for (int64_t j = 0; j < uq; ++j)
+      for (int64_t i = 0; i < m; ++i)
+        C[i + j * m] = i < n && j < n ? Wl[i + j * n] : V::set1(i == j ? T(1) : T(0));
+    apply_q_lanes(A, m, n, tau, C, uq);
+  }
+  const T* xt = reinterpret_cast<const T*>(X);
+  const T* ct = reinterpret_cast<const T*>(C);
+  const T* nt = reinterpret_cast<const T*>(nrm);
+  const T* pt = reinterpret_cast<const T*>(perm);
+  T* cur = s.buf.get(carve_size<T>(m, uq) + 2 * carve_size<T>(n, n) + static_cast<size_t>(n) + 16);
+  Mat<T> U = carve<T>(cur, m, uq), Ux = carve<T>(cur, n, n), Vo = carve<T>(cur, n, n);
+  T* sig = cur;
+  std::vector<double> sigma(static_cast<size_t>(n));
+  for (int l = 0; l < cnt; ++l) {
+    for (int64_t j = 0; j < n; ++j) sigma[j] = std::sqrt(static_cast<double>(nt[j * W + l]));
+    descending(sigma, s.order);
+    for (int64_t t = 0; t < n; ++t) sig[t] = std::sqrt(nt[s.order[t] * W + l]) * scale[l];
+    if (!want) {
+      store_vector(sig, job.s, b0 + l);
+      continue;
+    }
+    s.good.assign(static_cast<size_t>(n), 0);
+    for (int64_t j = 0; j < n; ++j) {
+      const T sj = std::sqrt(nt[j * W + l]);
+      const bool ok = sj > T(0) && std::isfinite(T(1) / sj);
+      s.good[j] = ok;
+      const T inv = ok ? T(1) / sj : T(0);
+      for (int64_t i = 0; i < n; ++i) Ux(i, j) = xt[(i + j * n) * W + l] * inv;
+    }
+    complete_columns(Ux, s.good, s.qr, 1);
+    const int64_t* pr = s.perm_r.data() + l * m;
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t j = s.order[t];
+      for (int64_t i = 0; i < n; ++i) Vo(static_cast<int64_t>(pt[i * W + l]), t) = Ux(i, j);
+      for (int64_t i = 0; i < m; ++i) U(pr[i], t) = ct[(i + j * m) * W + l];
+    }
+    for (int64_t t = n; t < uq; ++t)
+      for (int64_t i = 0; i < m; ++i) U(pr[i], t) = ct[(i + t * m) * W + l];
+    store_svd(job, b0 + l, tall, sig, U, Vo);
+  }
+}
+
+template <class T> void svd_job(const SvdJob& job) {
+  const int64_t m = job.a.rows, n = job.a.cols, k = std::min(m, n), count = job.a.batch();
+  if (count == 0) return;
+  if (k == 0) {  // no singular values; the full factors are identities
+    if (job.u.present && job.full)
+      for (int64_t b = 0; b < count; ++b) {
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < m; ++j) job.u.ptr<T>(b)[i * job.u.rs + j * job.u.cs] = i == j ? T(1) : T(0);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j) job.vh.ptr<T>(b)[i * job.vh.rs + j * job.vh.cs] = i == j ? T(1) : T(0);
+      }
+    return;
+  }
+  PerWorker<SvdScratch<T>> scratch(job.threads);
+  if (count >= 2 && std::max(m, n) <= kCompactSvdMax) {
+    constexpr int W = Vec<T>::W;
+    PerWorker<Buffer<Vec<T>>> bufs(job.threads);
+    ThreadPool::global().parallel_for((count + W - 1) / W, job.threads, [&](int64_t g, int w) {
+      svd_compact<T>(job, g * W, static_cast<int>(std::min<int64_t>(W, count - g * W)), bufs[w], scratch[w]);
+    });
+    return;
+  }
+  for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) { svd_one<T>(job, b, scratch[w], threads); });
+}
+
+}  // namespace
+
+void svd(const SvdJob& job) {
+  if (job.a.dtype == DType::kF64) svd_job<double>(job);
+  else svd_job<float>(job);
+}
+
+}  // namespace sinew::linalg::detail::SINEW_LINALG_ISA
+
+#include "linalg/isa_end.h"

@@ -1,0 +1,290 @@
+// GEMV for every weight format and ISA against an f64 reference from the
+// dequantized weights: M in 1..8 (and past 8), K not a multiple of the
+// vector width or block, strided and bf16 x / y, sentinels around y, several
+// threads, NaN weights, and the validation errors.
+#include "sinew/kernels/gemv.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sinew/core/error.h"
+#include "sinew/kernels/formats.h"
+#include "sinew/kernels/quantize.h"
+#include "sinew/tensor/dtype.h"
+
+namespace sinew::kernels {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> random_matrix(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+enum class Fmt { kF32, kBF16, kE4M3Row, kE4M3Tensor, kE5M2Row, kNVFP4 };
+const char* name(Fmt f) {
+  switch (f) {
+    case Fmt::kF32: return "f32";
+    case Fmt::kBF16: return "bf16";
+    case Fmt::kE4M3Row: return "e4m3 per row";
+    case Fmt::kE4M3Tensor: return "e4m3 per tensor";
+    case Fmt::kE5M2Row: return "e5m2 per row";
+    case Fmt::kNVFP4: return "nvfp4";
+  }
+  return "?";
+}
+
+// An [N, K] weight in one format, with its dequantized f32 values.
+struct Weight {
+  std::vector<float> f32, deq;
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> data, scale_bytes;
+  std::vector<float> scale;
+  GemvWeight w;
+
+  Weight(Fmt f, int64_t n, int64_t k, uint32_t seed) : f32(random_matrix(n, k, seed)), deq(f32) {
+    const TensorView x(f32.data(), DType::kF32, {n, k});
+    switch (f) {
+      case Fmt::kF32: w.w = x; break;
+      case Fmt::kBF16:
+        for (float& v : deq) {
+          bf16.push_back(f32_to_bf16(v));
+          v = bf16_to_f32(bf16.back());
+        }
+        w.w = TensorView(bf16.data(), DType::kBF16, {n, k});
+        break;
+      case Fmt::kE4M3Row:
+      case Fmt::kE4M3Tensor:
+      case Fmt::kE5M2Row: {
+        const DType dt = f == Fmt::kE5M2Row ? DType::kF8E5M2 : DType::kF8E4M3FN;
+        const bool row = f != Fmt::kE4M3Tensor;
+        data.resize(static_cast<size_t>(n * k));
+        scale.resize(static_cast<size_t>(row ? n : 1));
+        QuantizedMatrix q{
+            TensorView(data.data(), dt, {n, k}),
+            row ? TensorView(scale.data(), DType::kF32, {n, 1}) : TensorView(scale.data(), DType::kF32, {1}),
+            row ? ScaleRecipe::kRowwise : ScaleRecipe::kTensorwise};
+        quantize(x, q);
+        dequantize(q, TensorView(deq.data(), DType::kF32, {n, k}));
+        w = GemvWeight::from(q);
+        break;
+      }
+      case Fmt::kNVFP4: {
+        const int64_t blocks = (k + 15) / 16;
+        data.resize(static_cast<size_t>(n * k / 2));
+        scale_bytes.resize(static_cast<size_t>(n * blocks));
+        QuantizedMatrix q{TensorView(data.data(), DType::kU8, {n, k / 2}),
+                          TensorView(scale_bytes.data(), DType::kF8E4M3FN, {n, blocks}), ScaleRecipe::kNVFP4,
+                          ScaleLayout::kRowMajor, nvfp4_global_scale(x)};
+        quantize(x, q);
+        dequantize(q, TensorView(deq.data(), DType::kF32, {n, k}));
+        w = GemvWeight::from(q);
+        break;
+      }
+    }
+  }
+};
+
+std::vector<GemvIsa> isas() {
+  std::vector<GemvIsa> v = {GemvIsa::kPortable};
+  if (gemv_has_avx512()) v.push_back(GemvIsa::kAvx512);
+  return v;
+}
+
+// y = x @ W^T through gemv, compared with the f64 reference; y lives in a
+// padded buffer whose gaps must stay untouched.
+void check(const Weight& wt, int64_t m, int64_t n, int64_t k, GemvIsa isa, DType xdt, DType ydt, int threads = 1) {
+  SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k) + " x " +
+               dtype_name(xdt) + " y " + dtype_name(ydt) + (isa == GemvIsa::kPortable ? " portable" : " avx512"));
+  auto x = random_matrix(m, k, 99);
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    xb[i] = f32_to_bf16(x[i]);
+    if (xdt == DType::kBF16) x[i] = bf16_to_f32(xb[i]);
+  }
+  // x strided: rows k + 5 apart.
+  std::vector<float> xs(static_cast<size_t>(m * (k + 5)), NAN);
+  std::vector<uint16_t> xbs(xs.size(), 0x7fc0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t c = 0; c < k; ++c) {
+      xs[i * (k + 5) + c] = x[i * k + c];
+      xbs[i * (k + 5) + c] = xb[i * k + c];
+    }
+  const TensorView xv = xdt == DType::kF32 ? TensorView(xs.data(), DType::kF32, {m, k}, {k + 5, 1})
+                                           : TensorView(xbs.data(), DType::kBF16, {m, k}, {k + 5, 1});
+  const int64_t pad = 2, ld = n + 2 * pad;
+  const size_t es = dtype_size(ydt);
+  std::vector<uint8_t> y(static_cast<size_t>(m * ld) * es, 0xA5);
+  GemvOptions o;
+  o.isa = isa;
+  o.threads = threads;
+  gemv(xv, wt.w, TensorView(y.data() + pad * es, ydt, {m, n}, {ld, 1}), o);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < pad * static_cast<int64_t>(es); ++p) {
+      ASSERT_EQ(y[i * ld * es + p], 0xA5) << "sentinel before row " << i;
+      ASSERT_EQ(y[(i * ld + pad + n) * es + p], 0xA5) << "sentinel after row " << i;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        ref += static_cast<double>(x[i * k + c]) * wt.deq[j * k + c];
+        mag += std::fabs(static_cast<double>(x[i * k + c]) * wt.deq[j * k + c]);
+      }
+      const uint8_t* cell = y.data() + (i * ld + pad + j) * es;
+      double got;
+      if (ydt == DType::kF32) {
+        float f;
+        std::memcpy(&f, cell, 4);
+        got = f;
+      } else {
+        uint16_t h;
+        std::memcpy(&h, cell, 2);
+        got = bf16_to_f32(h);
+      }
+      const double tol = 1e-5 * mag + (ydt == DType::kBF16 ? std::ldexp(std::fabs(ref), -8) : 0.0) + 1e-30;
+      ASSERT_NEAR(got, ref, tol) << "at " << i << "," << j;
+    }
+  }
+}
+
+TEST(Gemv, EveryFormatEveryRowCountBothIsas) {
+  for (Fmt f : {Fmt::kF32, Fmt::kBF16, Fmt::kE4M3Row, Fmt::kE4M3Tensor, Fmt::kE5M2Row, Fmt::kNVFP4}) {
+    SCOPED_TRACE(name(f));
+    // K past several 64-byte strides, a non-multiple of 16 where the format allows it.
+    const int64_t k = f == Fmt::kNVFP4 ? 298 : 301, n = 13;
+    const Weight wt(f, n, k, 7);
+    for (GemvIsa isa : isas())
+      for (int64_t m = 1; m <= 8; ++m) check(wt, m, n, k, isa, DType::kF32, DType::kF32);
+  }
+}
+
+TEST(Gemv, ShortAndOddShapes) {
+  for (Fmt f : {Fmt::kF32, Fmt::kBF16, Fmt::kE4M3Row, Fmt::kNVFP4})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 2}, {5, 16}, {6, 14}, {37, 32}, {4, 130}}) {
+      SCOPED_TRACE(name(f));
+      const Weight wt(f, n, k, static_cast<uint32_t>(n * 100 + k));
+      for (GemvIsa isa : isas())
+        for (int64_t m : {1, 3}) check(wt, m, n, k, isa, DType::kF32, DType::kF32);
+    }
+}
+
+TEST(Gemv, Bf16ActivationsAndOutputs) {
+  for (Fmt f : {Fmt::kBF16, Fmt::kE4M3Row, Fmt::kNVFP4}) {
+    SCOPED_TRACE(name(f));
+    const Weight wt(f, 21, 96, 3);
+    for (GemvIsa isa : isas()) {
+      check(wt, 2, 21, 96, isa, DType::kBF16, DType::kF32);
+      check(wt, 1, 21, 96, isa, DType::kF32, DType::kBF16);
+      check(wt, 4, 21, 96, isa, DType::kBF16, DType::kBF16);
+    }
+  }
+}
+
+TEST(Gemv, MoreThanEightRowsTakesSeveralPasses) {
+  const Weight wt(Fmt::kE4M3Row, 10, 64, 5);
+  for (GemvIsa isa : isas())
+    for (int64_t m : {9, 17}) check(wt, m, 10, 64, isa, DType::kF32, DType::kF32);
+}
+
+TEST(Gemv, ThreadsSplitTheRows) {
+  // 320 rows of 1024 f32: enough bytes for several tasks per thread.
+  for (Fmt f : {Fmt::kF32, Fmt::kNVFP4}) {
+    const Weight wt(f, 320, 1024, 9);
+    for (GemvIsa isa : isas()) check(wt, 2, 320, 1024, isa, DType::kF32, DType::kF32, 2);
+  }
+}
+
+TEST(Gemv, NaNWeightsPropagate) {
+  // e4m3fn's NaN codes (0x7f, 0xff) go through the fast decode too.
+  const int64_t n = 3, k = 40;
+  std::vector<uint8_t> w(static_cast<size_t>(n * k), 0x38);  // 1.0
+  w[5] = 0x7f;
+  w[k + 33] = 0xff;
+  const std::vector<float> x(static_cast<size_t>(k), 1.0f);
+  for (GemvIsa isa : isas()) {
+    std::vector<float> y(n);
+    GemvOptions o;
+    o.isa = isa;
+    gemv(TensorView(const_cast<float*>(x.data()), DType::kF32, {1, k}),
+         {TensorView(w.data(), DType::kF8E4M3FN, {n, k})}, TensorView(y.data(), DType::kF32, {1, n}), o);
+    EXPECT_TRUE(std::isnan(y[0]));
+    EXPECT_TRUE(std::isnan(y[1]));
+    EXPECT_EQ(y[2], 40.0f);
+  }
+}
+
+TEST(Gemv, EmptyShapes) {
+  std::vector<float> w(16, 1.0f), x(16, 1.0f), y(4, 5.0f);
+  gemv(TensorView(x.data(), DType::kF32, {0, 4}), {TensorView(w.data(), DType::kF32, {4, 4})},
+       TensorView(y.data(), DType::kF32, {0, 4}));
+  EXPECT_EQ(y[0], 5.0f);
+  gemv(TensorView(x.data(), DType::kF32, {1, 0}), {TensorView(w.data(), DType::kF32, {4, 0})},
+       TensorView(y.data(), DType::kF32, {1, 4}));
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+template <class Fn>
+void expect_invalid(Fn&& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected one mentioning: " << needle;
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr(needle));
+  }
+}
+
+TEST(Gemv, ValidationErrorsSayWhatWasExpected) {
+  std::vector<float> w(64 * 4, 1.0f), x(64, 1.0f), y(64), s(8, 1.0f);
+  std::vector<uint8_t> q(64 * 4);
+  const TensorView xv(x.data(), DType::kF32, {1, 32}), yv(y.data(), DType::kF32, {1, 4});
+  expect_invalid([&] { gemv(xv, {TensorView(w.data(), DType::kI32, {4, 32})}, yv); },
+                 "invalid argument 'weight.w': got int32[4, 32] strides [32, 1] cpu, expected float32, bfloat16, "
+                 "float8_e4m3fn, float8_e5m2 or uint8 (NVFP4 e2m1 pairs) weights");
+  expect_invalid([&] { gemv(xv, {TensorView(w.data(), DType::kF32, {128})}, yv); }, "expected a 2-D [N, K] weight");
+  expect_invalid(
+      [&] {
+        gemv(xv, {TensorView(w.data(), DType::kF32, {4, 32}, {1, 4})}, yv);
+      },
+      "expected unit stride along K (rows may be strided)");
+  expect_invalid(
+      [&] { gemv(TensorView(x.data(), DType::kF32, {1, 16}), {TensorView(w.data(), DType::kF32, {4, 32})}, yv); },
+                 "invalid argument 'x': got float32[1, 16] strides [16, 1] cpu, expected float32 or bfloat16 [1, 32]");
+  expect_invalid(
+      [&] { gemv(xv, {TensorView(w.data(), DType::kF32, {4, 32})}, TensorView(y.data(), DType::kF64, {1, 4})); },
+                 "invalid argument 'y': got float64[1, 4] strides [4, 1] cpu, expected float32 or bfloat16 [1, 4]");
+  expect_invalid([&] {
+    gemv(xv, {TensorView(w.data(), DType::kF32, {4, 32}), TensorView(s.data(), DType::kF32, {4})}, yv);
+  }, "expected no scale for float32 weights");
+  expect_invalid([&] {
+    gemv(xv, {TensorView(q.data(), DType::kF8E4M3FN, {4, 32}), TensorView(s.data(), DType::kF32, {3})}, yv);
+  }, "expected float32 with 4 elements (per row) or 1 (per tensor)");
+  expect_invalid([&] { gemv(xv, {TensorView(q.data(), DType::kU8, {4, 16})}, yv); },
+                 "invalid argument 'weight.scale': got none, expected float8_e4m3fn [4, 2] NVFP4 block scales");
+  expect_invalid([&] {
+    gemv(xv, {TensorView(q.data(), DType::kU8, {4, 16}), TensorView(q.data(), DType::kF8E4M3FN, {4, 2}), NAN}, yv);
+  }, "invalid argument 'weight.global_scale': got nan, expected a finite f32");
+  if (!gemv_has_avx512()) {
+    GemvOptions o;
+    o.isa = GemvIsa::kAvx512;
+    expect_invalid([&] { gemv(xv, {TensorView(w.data(), DType::kF32, {4, 32})}, yv, o); }, "lacks AVX-512");
+  }
+  // GemvWeight::from takes only what the kernels stream.
+  std::vector<float> sc(4 * 1);
+  expect_invalid([&] {
+    GemvWeight::from({TensorView(q.data(), DType::kF8E4M3FN, {4, 32}), TensorView(sc.data(), DType::kF32, {4, 1}),
+                      ScaleRecipe::kBlock1x128});
+  }, "expected fp8 with tensorwise or rowwise scales, or NVFP4 with row-major scales");
+}
+
+}  // namespace
+}  // namespace sinew::kernels

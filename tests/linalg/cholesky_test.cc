@@ -1,0 +1,250 @@
+// Cholesky, triangular solve and Cholesky solve against LAPACKE, with
+// residuals scaled by n·ε, on both ISA copies, single matrices, batches
+// (compact and per-matrix paths), both layouts and the error cases.
+#include "sinew/linalg/cholesky.h"
+
+#include <gmock/gmock.h>
+#include <lapacke.h>
+
+#include "linalg_testing.h"
+#include "sinew/core/error.h"
+
+namespace sinew::linalg {
+namespace {
+
+using namespace testing;
+using ::testing::HasSubstr;
+
+int potrf_ref(double* a, int64_t n) { return LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, a, n); }
+int potrf_ref(float* a, int64_t n) { return LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', n, a, n); }
+
+// ‖A − L Lᵀ‖_F / (n ε ‖A‖_F) of matrix b, with l lower (or upper: A = Uᵀ U).
+template <class T> double factor_residual(const Mats<T>& a, const Mats<T>& l, int64_t b, bool upper) {
+  const int64_t n = a.rows;
+  long double r = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      long double s = 0;
+      for (int64_t k = 0; k < n; ++k)
+        s += upper ? static_cast<long double>(l(b, k, i)) * l(b, k, j) : static_cast<long double>(l(b, i, k)) * l(b, j, k);
+      const long double d = a(b, i, j) - s;
+      r += d * d;
+    }
+  return static_cast<double>(std::sqrt(r) / (n * eps<T>() * frob(a, b)));
+}
+
+template <class T> void check_cholesky(int64_t count, int64_t n, bool colmajor, bool upper, int threads) {
+  SCOPED_TRACE(::testing::Message() << "count " << count << " n " << n << " colmajor " << colmajor << " upper "
+                                    << upper << " threads " << threads << " bytes " << sizeof(T));
+  Mats<T> a(count, n, n, colmajor);
+  fill_spd(a);
+  Mats<T> l(count, n, n, !colmajor);
+  cholesky(a.view(), l.view(), {upper, threads});
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        if (upper ? i > j : i < j) ASSERT_EQ(l(b, i, j), T(0)) << "b " << b << " (" << i << ", " << j << ")";
+    EXPECT_LT(factor_residual(a, l, b, upper), 4.0) << "b " << b;
+    std::vector<T> ref(static_cast<size_t>(n * n));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) ref[i * n + j] = a(b, i, j);
+    ASSERT_EQ(potrf_ref(ref.data(), n), 0);
+    long double d = 0, s = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j <= i; ++j) {
+        const long double mine = upper ? l(b, j, i) : l(b, i, j);
+        d += (mine - ref[i * n + j]) * (mine - ref[i * n + j]);
+        s += mine * mine;
+      }
+    EXPECT_LT(std::sqrt(d / s), 20 * n * eps<T>()) << "b " << b << " differs from LAPACK potrf";
+  }
+}
+
+class CholeskyTest : public IsaTest {};
+
+TEST_P(CholeskyTest, SingleMatricesMatchLapack) {
+  for (int64_t n : {1, 2, 7, 31, 32, 33, 64, 97, 150}) {
+    check_cholesky<double>(1, n, false, false, 1);
+    check_cholesky<float>(1, n, true, false, 1);
+  }
+  check_cholesky<double>(1, 150, true, true, 2);
+  check_cholesky<float>(1, 70, false, true, 2);
+}
+
+TEST_P(CholeskyTest, BatchesMatchLapack) {
+  for (int64_t n : {1, 3, 8, 17, 32, 48}) {  // the compact path: Vec<T>::W matrices per call
+    check_cholesky<double>(21, n, false, false, 2);
+    check_cholesky<float>(19, n, true, true, 2);
+  }
+  check_cholesky<double>(5, 49, true, false, 2);  // per-matrix path
+  check_cholesky<float>(3, 80, false, true, 1);
+}
+
+TEST_P(CholeskyTest, IdentityGivesIdentityAndInPlaceWorks) {
+  Mats<double> a(3, 40, 40);
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < 40; ++i) a(b, i, i) = 4.0;
+  cholesky(a.view(), a.view());
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < 40; ++i)
+      for (int64_t j = 0; j < 40; ++j) ASSERT_EQ(a(b, i, j), i == j ? 2.0 : 0.0);
+}
+
+TEST_P(CholeskyTest, NotPositiveDefiniteNamesThePivot) {
+  for (int64_t n : {6, 40, 100}) {
+    for (int64_t count : {1, 4}) {
+      Mats<double> a(count, n, n);
+      fill_spd(a);
+      // Make the leading 3x3 minor of matrix count-1 indefinite: A[2][2] tiny.
+      const int64_t b = count - 1;
+      a(b, 2, 2) = 1e-3;
+      a(b, 2, 1) = a(b, 1, 2) = 3.0;
+      Mats<double> l(count, n, n);
+      try {
+        cholesky(a.view(), l.view());
+        FAIL() << "expected InvalidArgument";
+      } catch (const InvalidArgument& e) {
+        EXPECT_THAT(e.what(), HasSubstr("not positive definite"));
+        EXPECT_THAT(e.what(), HasSubstr("pivot 2 is -"));
+        EXPECT_THAT(e.what(), HasSubstr(count == 1 ? "'cholesky: a'" : "'cholesky: a[3]'"));
+      }
+    }
+  }
+}
+
+TEST_P(CholeskyTest, NonFiniteAndShapeErrors) {
+  for (int64_t count : {1, 9}) {
+    Mats<float> a(count, 5, 5);
+    fill_spd(a);
+    a(count - 1, 4, 1) = std::numeric_limits<float>::quiet_NaN();
+    Mats<float> l(count, 5, 5);
+    try {
+      cholesky(a.view(), l.view());
+      FAIL();
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.what(), HasSubstr("nan at row 4, column 1"));
+    }
+    // The upper triangle is not read.
+    a(count - 1, 4, 1) = 1;
+    a(count - 1, 1, 4) = std::numeric_limits<float>::infinity();
+    EXPECT_NO_THROW(cholesky(a.view(), l.view()));
+  }
+  Mats<double> rect(1, 3, 4), out(1, 3, 4);
+  EXPECT_THROW(cholesky(rect.view(), out.view()), InvalidArgument);
+  Mats<double> sq(1, 3, 3);
+  Mats<float> wrong(1, 3, 3);
+  EXPECT_THROW(cholesky(sq.view(), wrong.view()), InvalidArgument);
+  Mats<double> empty(1, 0, 0), empty_out(1, 0, 0);
+  EXPECT_NO_THROW(cholesky(empty.view(), empty_out.view()));
+  Mats<double> none(0, 4, 4), none_out(0, 4, 4);
+  EXPECT_NO_THROW(cholesky(none.view(true), none_out.view(true)));
+}
+
+// ‖op(A) X − B‖_F / (n ε ‖A‖_F ‖X‖_F) for the triangular part of a.
+template <class T>
+double solve_residual(const Mats<T>& a, const Mats<T>& x, const Mats<T>& bm, int64_t b, bool upper, bool left,
+                      bool unit) {
+  const int64_t n = a.rows;
+  auto tri = [&](int64_t i, int64_t j) -> long double {
+    if (i == j) return unit ? 1 : a(b, i, j);
+    return (upper ? i < j : i > j) ? a(b, i, j) : 0;
+  };
+  long double r = 0, an = 0, xn = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) an += tri(i, j) * tri(i, j);
+  for (int64_t i = 0; i < x.rows; ++i)
+    for (int64_t j = 0; j < x.cols; ++j) {
+      long double s = 0;
+      if (left)
+        for (int64_t k = 0; k < n; ++k) s += tri(i, k) * x(b, k, j);
+      else
+        for (int64_t k = 0; k < n; ++k) s += x(b, i, k) * tri(k, j);
+      r += (s - bm(b, i, j)) * (s - bm(b, i, j));
+      xn += static_cast<long double>(x(b, i, j)) * x(b, i, j);
+    }
+  return static_cast<double>(std::sqrt(r) / (n * eps<T>() * std::sqrt(an) * std::sqrt(xn)));
+}
+
+template <class T> void check_trsm(int64_t count, int64_t n, int64_t k, bool upper, bool left, bool unit) {
+  SCOPED_TRACE(::testing::Message() << "count " << count << " n " << n << " k " << k << " upper " << upper
+                                    << " left " << left << " unit " << unit);
+  Mats<T> a(count, n, n, upper);
+  fill_normal(a);
+  for (int64_t b = 0; b < count; ++b)
+    for (int64_t i = 0; i < n; ++i) a(b, i, i) = static_cast<T>(n + std::abs(a(b, i, i)));  // well conditioned
+  Mats<T> bm(count, left ? n : k, left ? k : n, !upper);
+  fill_normal(bm);
+  Mats<T> x(count, bm.rows, bm.cols);
+  solve_triangular(a.view(), bm.view(), x.view(), {upper, left, unit, 2});
+  for (int64_t b = 0; b < count; ++b) EXPECT_LT(solve_residual(a, x, bm, b, upper, left, unit), 2.0);
+}
+
+TEST_P(CholeskyTest, TriangularSolvesAllVariants) {
+  for (bool upper : {false, true})
+    for (bool left : {false, true})
+      for (bool unit : {false, true}) {
+        check_trsm<double>(1, 70, 5, upper, left, unit);
+        check_trsm<float>(3, 17, 40, upper, left, unit);
+      }
+  check_trsm<double>(1, 130, 130, false, true, false);
+}
+
+TEST_P(CholeskyTest, TriangularSolveErrorsAndInPlace) {
+  Mats<double> a(1, 4, 4), b(1, 4, 2);
+  for (int i = 0; i < 4; ++i) a(i, i) = 1;
+  a(2, 2) = 0;
+  try {
+    solve_triangular(a.view(), b.view(), b.view());
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("diagonal entry 2"));
+  }
+  EXPECT_NO_THROW(solve_triangular(a.view(), b.view(), b.view(), {.unit_diagonal = true}));
+  a(2, 2) = 2;
+  b(1, 0) = 6;
+  b(2, 1) = 4;
+  solve_triangular(a.view(), b.view(), b.view());
+  EXPECT_EQ(b(1, 0), 6);
+  EXPECT_EQ(b(2, 1), 2);
+  Mats<double> wrong(1, 5, 2);
+  EXPECT_THROW(solve_triangular(a.view(), wrong.view(), wrong.view()), InvalidArgument);
+  b(3, 1) = std::numeric_limits<double>::infinity();
+  try {
+    solve_triangular(a.view(), b.view(), b.view());
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'solve_triangular: b'"));
+    EXPECT_THAT(e.what(), HasSubstr("inf at row 3, column 1"));
+  }
+}
+
+template <class T> void check_cholesky_solve(int64_t count, int64_t n, int64_t k, bool upper) {
+  Mats<T> a(count, n, n);
+  fill_spd(a);
+  Mats<T> f(count, n, n), bm(count, n, k, true), x(count, n, k);
+  fill_normal(bm);
+  cholesky(a.view(), f.view(), {upper});
+  cholesky_solve(f.view(), bm.view(), x.view(), {upper, 2});
+  for (int64_t b = 0; b < count; ++b) {
+    long double r = 0, xn = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j) {
+        long double s = 0;
+        for (int64_t q = 0; q < n; ++q) s += static_cast<long double>(a(b, i, q)) * x(b, q, j);
+        r += (s - bm(b, i, j)) * (s - bm(b, i, j));
+        xn += static_cast<long double>(x(b, i, j)) * x(b, i, j);
+      }
+    EXPECT_LT(std::sqrt(r) / (n * eps<T>() * frob(a, b) * std::sqrt(xn)), 4.0) << "n " << n << " b " << b;
+  }
+}
+
+TEST_P(CholeskyTest, CholeskySolve) {
+  check_cholesky_solve<double>(1, 100, 3, false);
+  check_cholesky_solve<double>(4, 20, 1, true);
+  check_cholesky_solve<float>(2, 45, 7, false);
+}
+
+SINEW_LINALG_ISA_TESTS(CholeskyTest);
+
+}  // namespace
+}  // namespace sinew::linalg

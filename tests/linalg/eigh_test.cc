@@ -1,0 +1,194 @@
+// eigh / eigvalsh against LAPACKE syevd, with residuals ‖AV − VΛ‖ and
+// ‖VᵀV − I‖ scaled by n·ε, for the Jacobi (small, blocked, compact) and
+// tridiagonal methods on both ISA copies; identity, zero, clustered and
+// indefinite matrices, both triangles, both layouts and the error cases.
+#include "sinew/linalg/eigh.h"
+
+#include <gmock/gmock.h>
+#include <lapacke.h>
+
+#include <algorithm>
+
+#include "linalg_testing.h"
+#include "sinew/core/error.h"
+
+namespace sinew::linalg {
+namespace {
+
+using namespace testing;
+using ::testing::HasSubstr;
+
+int syevd_ref(int64_t n, double* a, double* w) { return LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'N', 'L', n, a, n, w); }
+int syevd_ref(int64_t n, float* a, float* w) { return LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'N', 'L', n, a, n, w); }
+
+struct EighErrors {
+  double residual = 0, orthogonality = 0, vs_lapack = 0;
+};
+
+// Scaled errors of (w, v) for matrix b of a (symmetric, both triangles set).
+template <class T> EighErrors eigh_errors(const Mats<T>& a, Vecs<T>& w, const Mats<T>* v, int64_t b) {
+  const int64_t n = a.rows;
+  EighErrors e;
+  const long double an = std::max<long double>(frob(a, b), 1e-300L), scale = n * eps<T>();
+  for (int64_t i = 0; i + 1 < n; ++i) EXPECT_LE(w(b, i), w(b, i + 1)) << "not ascending";
+  if (v) {
+    long double r = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        long double s = 0;
+        for (int64_t k = 0; k < n; ++k) s += static_cast<long double>(a(b, i, k)) * (*v)(b, k, j);
+        s -= static_cast<long double>((*v)(b, i, j)) * w(b, j);
+        r += s * s;
+      }
+    e.residual = static_cast<double>(std::sqrt(r) / (scale * an));
+    e.orthogonality = static_cast<double>(orthogonality(*v, b) / scale);
+  }
+  std::vector<T> ref(static_cast<size_t>(n * n)), wr(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) ref[i * n + j] = a(b, i, j);
+  EXPECT_EQ(syevd_ref(n, ref.data(), wr.data()), 0);
+  long double d = 0;
+  for (int64_t i = 0; i < n; ++i) d = std::max<long double>(d, std::abs(static_cast<long double>(w(b, i)) - wr[i]));
+  e.vs_lapack = static_cast<double>(d / (scale * an));
+  return e;
+}
+
+template <class T> void expect_good(const EighErrors& e, int64_t b) {
+  EXPECT_LT(e.residual, 10.0) << "b " << b;
+  EXPECT_LT(e.orthogonality, 10.0) << "b " << b;
+  EXPECT_LT(e.vs_lapack, 4.0) << "b " << b;
+}
+
+template <class T>
+void check_eigh(int64_t count, int64_t n, EighMethod method, bool upper, bool colmajor, int threads) {
+  SCOPED_TRACE(::testing::Message() << "count " << count << " n " << n << " method " << int(method) << " upper "
+                                    << upper << " colmajor " << colmajor << " bytes " << sizeof(T));
+  Mats<T> a(count, n, n, colmajor);
+  fill_normal(a);
+  for (int64_t b = 0; b < count; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < i; ++j) a(b, i, j) = a(b, j, i);
+  // The triangle that is not read holds garbage (NaN) in a copy.
+  Mats<T> in = a;
+  for (int64_t b = 0; b < count; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        if (upper ? i > j : i < j) in(b, i, j) = std::numeric_limits<T>::quiet_NaN();
+  Vecs<T> w(count, n), w2(count, n);
+  Mats<T> v(count, n, n, !colmajor);
+  eigh(in.view(true), w.view(true), v.view(true), {upper, method, threads});
+  eigvalsh(in.view(true), w2.view(true), {upper, method, threads});
+  for (int64_t b = 0; b < count; ++b) {
+    expect_good<T>(eigh_errors(a, w, &v, b), b);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(w(b, i), w2(b, i), 4 * n * eps<T>() * frob(a, b)) << "eigvalsh";
+  }
+}
+
+class EighTest : public IsaTest {};
+
+TEST_P(EighTest, SingleMatricesEachMethod) {
+  for (EighMethod m : {EighMethod::kAuto, EighMethod::kJacobi, EighMethod::kTridiagonal}) {
+    for (int64_t n : {1, 2, 5, 16, 17, 40}) {
+      check_eigh<double>(1, n, m, false, false, 2);
+      check_eigh<float>(1, n, m, true, true, 1);
+    }
+  }
+  check_eigh<double>(1, 130, EighMethod::kTridiagonal, false, true, 2);  // blocked tridiagonalization
+  check_eigh<float>(1, 100, EighMethod::kAuto, true, false, 2);
+}
+
+TEST_P(EighTest, BlockedJacobi) {
+  check_eigh<double>(1, 66, EighMethod::kJacobi, false, false, 2);  // 3 blocks: one sits out each round
+  check_eigh<float>(1, 64, EighMethod::kJacobi, true, true, 2);
+}
+
+TEST_P(EighTest, BatchesCompactAndPerMatrix) {
+  for (int64_t n : {1, 2, 7, 32, 48}) {  // compact: W matrices per group, a partial last group
+    check_eigh<double>(9, n, EighMethod::kAuto, false, false, 2);
+    check_eigh<float>(17, n, EighMethod::kAuto, true, true, 2);
+  }
+  check_eigh<double>(3, 50, EighMethod::kAuto, true, false, 2);
+  check_eigh<double>(3, 20, EighMethod::kTridiagonal, false, true, 2);
+}
+
+template <class T> void check_spectrum(const std::vector<double>& lambda, EighMethod method, int64_t count) {
+  const int64_t n = static_cast<int64_t>(lambda.size());
+  Mats<T> a(count, n, n);
+  for (int64_t b = 0; b < count; ++b) fill_symmetric_with_eigenvalues(a, b, lambda);
+  Vecs<T> w(count, n);
+  Mats<T> v(count, n, n);
+  eigh(a.view(true), w.view(true), v.view(true), {false, method});
+  auto sorted = lambda;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t b = 0; b < count; ++b) {
+    expect_good<T>(eigh_errors(a, w, &v, b), b);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(w(b, i), sorted[i], 8 * n * eps<T>() * std::abs(sorted.back()));
+  }
+}
+
+TEST_P(EighTest, ClusteredIndefiniteAndRankDeficient) {
+  for (EighMethod m : {EighMethod::kJacobi, EighMethod::kTridiagonal}) {
+    std::vector<double> cl(60, 1.0);
+    for (int i = 0; i < 60; ++i) cl[i] += (i % 3) * 1e-12 + (i < 10 ? 5.0 : 0.0);
+    check_spectrum<double>(cl, m, 1);
+    std::vector<double> indef(33);
+    for (int i = 0; i < 33; ++i) indef[i] = (i % 2 ? -1.0 : 1.0) * (1 + i);
+    check_spectrum<double>(indef, m, 1);
+    std::vector<double> rank(40, 0.0);
+    for (int i = 0; i < 7; ++i) rank[i] = i + 1;
+    check_spectrum<double>(rank, m, 1);
+  }
+  std::vector<double> cl(24, 2.0);
+  cl[3] = 2 + 1e-9;
+  check_spectrum<double>(cl, EighMethod::kAuto, 17);  // compact
+  check_spectrum<float>(cl, EighMethod::kAuto, 17);
+}
+
+TEST_P(EighTest, IdentityAndZeroAreExact) {
+  for (EighMethod m : {EighMethod::kJacobi, EighMethod::kTridiagonal})
+    for (int64_t count : {1, 10}) {
+      Mats<double> a(count, 30, 30), v(count, 30, 30);
+      Vecs<double> w(count, 30);
+      eigh(a.view(true), w.view(true), v.view(true), {false, m});
+      for (int64_t b = 0; b < count; ++b)
+        for (int64_t i = 0; i < 30; ++i) {
+          ASSERT_EQ(w(b, i), 0.0);
+          for (int64_t j = 0; j < 30; ++j) ASSERT_EQ(v(b, i, j), i == j ? 1.0 : 0.0);
+        }
+      for (int64_t b = 0; b < count; ++b)
+        for (int64_t i = 0; i < 30; ++i) a(b, i, i) = 3.0;
+      eigh(a.view(true), w.view(true), v.view(true), {false, m});
+      for (int64_t b = 0; b < count; ++b)
+        for (int64_t i = 0; i < 30; ++i) ASSERT_EQ(w(b, i), 3.0);
+    }
+}
+
+TEST_P(EighTest, Errors) {
+  for (int64_t count : {1, 12}) {
+    Mats<double> a(count, 6, 6), v(count, 6, 6);
+    Vecs<double> w(count, 6);
+    a(count - 1, 4, 2) = std::numeric_limits<double>::quiet_NaN();
+    try {
+      eigh(a.view(true), w.view(true), v.view(true));
+      FAIL();
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.what(), HasSubstr(count == 1 ? "'eigh: a[0]'" : "'eigh: a[11]'"));
+      EXPECT_THAT(e.what(), HasSubstr("nan at row 4, column 2"));
+    }
+    EXPECT_NO_THROW(eigh(a.view(true), w.view(true), v.view(true), {.upper = true}));
+  }
+  Mats<double> rect(1, 3, 4), v(1, 3, 3);
+  Vecs<double> w(1, 3);
+  EXPECT_THROW(eigh(rect.view(), w.view(), v.view()), InvalidArgument);
+  Mats<double> sq(1, 3, 3);
+  Vecs<double> wrong(1, 4);
+  EXPECT_THROW(eigvalsh(sq.view(), wrong.view()), InvalidArgument);
+  Mats<double> e0(1, 0, 0), v0(1, 0, 0);
+  Vecs<double> w0(1, 0);
+  EXPECT_NO_THROW(eigh(e0.view(), w0.view(), v0.view()));
+}
+
+SINEW_LINALG_ISA_TESTS(EighTest);
+
+}  // namespace
+}  // namespace sinew::linalg

@@ -32,6 +32,10 @@ const Backend* choose(const std::string& name) {
 inline const EnvParam<std::string> kGemmFamily{
     "SINEW_LINALG_GEMM_FAMILY", "", "kernels::mm family for linalg's blocked updates (default: autotuned)"};
 
+inline const EnvParam<int64_t> kForkJoinFlops{
+    "SINEW_LINALG_FORK_JOIN_FLOPS", 4000000,
+    "flops below which one step of a single-matrix linalg routine runs on one thread"};
+
 std::atomic<const Backend*> g_forced{nullptr};
 
 }  // namespace
@@ -50,6 +54,8 @@ const Backend& backend() {
 }
 
 const std::string& gemm_family() { return kGemmFamily.get(); }
+
+int64_t fork_join_flops() { return kForkJoinFlops.get(); }
 
 void mm_colmajor(DType dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
                  int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, int threads) {

@@ -98,6 +98,13 @@ bool cpu_has_avx512();
 // for ("" lets the GEMM autotuner choose).
 const std::string& gemm_family();
 
+// SINEW_LINALG_FORK_JOIN_FLOPS: the work (flops) below which one step of a
+// single-matrix routine (a round of Jacobi pairs, a symmetric matrix-vector
+// product, a pivoting step) is not split across threads: each split is a
+// fork-join of the thread pool, and on a busy machine a descheduled worker
+// stalls it.
+int64_t fork_join_flops();
+
 // C (m x n, column-major with leading dimension ldc) = alpha op(A) op(B) +
 // beta C through kernels::mm, op(X) = Xᵀ when tX. Defined here, outside the
 // ISA copies, so that no code of another layer is compiled for their target.

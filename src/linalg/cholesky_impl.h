@@ -58,6 +58,31 @@ template <class T> inline void trsm_rlt_rows(Mat<T> L, const T* inv, Mat<T> B, i
   }
 }
 
+// Rows [r0, r0 + c0 + c1) of the P columns at j0 of A -= A(r0.., 0:j0) A(j0:j0+P, 0:j0)ᵀ,
+// the 2W x P block of accumulators in registers.
+template <class T, int P> inline void panel_update(Mat<T> A, int64_t j0, int64_t r0, int c0, int c1) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  V a0[P], a1[P];
+  for (int c = 0; c < P; ++c) {
+    a0[c] = V::load_n(A.col(j0 + c) + r0, c0);
+    a1[c] = V::load_n(A.col(j0 + c) + r0 + W, c1);
+  }
+  for (int64_t k = 0; k < j0; ++k) {
+    const T* xk = A.col(k);
+    const V x0 = V::load_n(xk + r0, c0), x1 = V::load_n(xk + r0 + W, c1);
+    for (int c = 0; c < P; ++c) {
+      const V b = V::set1(xk[j0 + c]);
+      a0[c] = fnma(x0, b, a0[c]);
+      a1[c] = fnma(x1, b, a1[c]);
+    }
+  }
+  for (int c = 0; c < P; ++c) {
+    a0[c].store_n(A.col(j0 + c) + r0, c0);
+    a1[c].store_n(A.col(j0 + c) + r0 + W, c1);
+  }
+}
+
 // Lower Cholesky of A (n <= kCholBase) by 8-column panels, left-looking:
 // each panel is updated by the columns to its left with a 2W x 8 block of
 // accumulators in registers (16 FMAs per 2 loads), its 8 x 8 diagonal block
@@ -73,23 +98,16 @@ template <class T> Pivot<T> potrf_base(Mat<T> A) {
       for (int64_t r0 = j0; r0 < n; r0 += R) {
         const int c0 = static_cast<int>(std::min<int64_t>(W, n - r0));
         const int c1 = static_cast<int>(std::clamp<int64_t>(n - r0 - W, 0, W));
-        V a0[P], a1[P];
-        for (int64_t c = 0; c < P; ++c) {
-          a0[c] = c < jb ? V::load_n(A.col(j0 + c) + r0, c0) : V::zero();
-          a1[c] = c < jb ? V::load_n(A.col(j0 + c) + r0 + W, c1) : V::zero();
-        }
-        for (int64_t k = 0; k < j0; ++k) {
-          const V x0 = V::load_n(A.col(k) + r0, c0), x1 = V::load_n(A.col(k) + r0 + W, c1);
-          const T* brow = A.col(k) + j0;  // A(j0 + c, k)
-          for (int64_t c = 0; c < P; ++c) {
-            const V bc = V::set1(c < jb ? brow[c] : T(0));
-            a0[c] = fnma(x0, bc, a0[c]);
-            a1[c] = fnma(x1, bc, a1[c]);
-          }
-        }
-        for (int64_t c = 0; c < jb; ++c) {
-          a0[c].store_n(A.col(j0 + c) + r0, c0);
-          a1[c].store_n(A.col(j0 + c) + r0 + W, c1);
+        if (jb == P) {
+          panel_update<T, P>(A, j0, r0, c0, c1);
+        } else {
+          for (int64_t c = 0; c < jb; ++c)  // the last, narrow panel: column by column
+            for (int64_t k = 0; k < j0; ++k) {
+              const V b = V::set1(A(j0 + c, k));
+              fnma(V::load_n(A.col(k) + r0, c0), b, V::load_n(A.col(j0 + c) + r0, c0)).store_n(A.col(j0 + c) + r0, c0);
+              fnma(V::load_n(A.col(k) + r0 + W, c1), b, V::load_n(A.col(j0 + c) + r0 + W, c1))
+                  .store_n(A.col(j0 + c) + r0 + W, c1);
+            }
         }
       }
     }
@@ -117,7 +135,7 @@ template <class T> void trsm_rlt(Mat<T> L, Mat<T> B, int threads) {
     auto run = [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) trsm_rlt_rows(L, inv, B, c * R, std::min(R, m - c * R));
     };
-    if (threads > 1 && chunks >= 8) {
+    if (threads > 1 && chunks >= 2 && m * n * n >= fork_join_flops()) {
       const int64_t tasks = std::min<int64_t>(threads, chunks);
       ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
         run(chunks * t / tasks, chunks * (t + 1) / tasks);
@@ -190,8 +208,8 @@ template <class T> void trsm_left(Mat<T> L, Mat<T> B, bool trans, bool unit, int
     T inv[kTrsmBase];
     for (int64_t j = 0; j < n; ++j) inv[j] = T(1) / L(j, j);
     const T* pinv = unit ? nullptr : inv;
-    if (threads > 1 && k >= 64) {
-      const int64_t tasks = std::min<int64_t>(threads, k / 32);
+    if (threads > 1 && k >= 2 * threads && k * n * n >= fork_join_flops()) {
+      const int64_t tasks = std::min<int64_t>(threads, k);
       ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
         trsm_left_cols(L, pinv, B, trans, k * t / tasks, k * (t + 1) / tasks);
       });
@@ -229,8 +247,13 @@ void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
   for (int l = 0; l < W; ++l) {
     if (l < cnt) {
       const T* s = job.a.ptr<T>(b0 + l);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = 0; k <= i; ++k) pt[packed(i, k) * W + l] = s[i * rs + k * cs];
+      if (rs == 1) {  // walk the source in memory order
+        for (int64_t k = 0; k < n; ++k)
+          for (int64_t i = k; i < n; ++i) pt[packed(i, k) * W + l] = s[i + k * cs];
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t k = 0; k <= i; ++k) pt[packed(i, k) * W + l] = s[i * rs + k * cs];
+      }
     } else {
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = 0; k <= i; ++k) pt[packed(i, k) * W + l] = i == k ? T(1) : T(0);
@@ -312,8 +335,13 @@ void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
   const MatArg out = job.upper ? job.out.transposed() : job.out;
   for (int l = 0; l < cnt; ++l) {
     T* d = out.ptr<T>(b0 + l);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t k = 0; k < n; ++k) d[i * out.rs + k * out.cs] = k <= i ? pt[packed(i, k) * W + l] : T(0);
+    if (out.rs == 1) {  // write the destination in memory order
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t i = 0; i < n; ++i) d[i + k * out.cs] = k <= i ? pt[packed(i, k) * W + l] : T(0);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k < n; ++k) d[i * out.rs + k * out.cs] = k <= i ? pt[packed(i, k) * W + l] : T(0);
+    }
   }
 }
 

@@ -207,6 +207,8 @@ inline void gemm(bool ta, bool tb, T alpha, Mat<T> A, Mat<T> B, T beta, Mat<T> C
       for (int64_t i = 0; i < C.m; ++i) C(i, j) = beta == T(0) ? T(0) : beta * C(i, j);
     return;
   }
+  // A small product runs on one thread: splitting it is a fork-join (see fork_join_flops()).
+  if (2 * C.m * C.n * k < fork_join_flops()) threads = 1;
   mm_colmajor(dtype_of<T>(), ta, tb, C.m, C.n, k, alpha, A.p, A.ld, B.p, B.ld, beta, C.p, C.ld, threads);
 }
 

@@ -30,15 +30,23 @@ template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Bu
   const int64_t rs = job.upper ? job.a.cs : job.a.rs, cs = job.upper ? job.a.rs : job.a.cs;
   for (int l = 0; l < W; ++l) {
     const T* src = l < cnt ? job.a.ptr<T>(b0 + l) : nullptr;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t k = 0; k <= i; ++k) {
-        const T x = src ? src[i * rs + k * cs] : (i == k ? T(1) : T(0));
-        if (!std::isfinite(x)) {
-          job.log->record({b0 + l, FailKind::kNonFinite, job.upper ? k : i, job.upper ? i : k, static_cast<double>(x)});
-          return;
-        }
-        at[packed(i, k) * W + l] = x;
+    bool finite = true;
+    auto put = [&](int64_t i, int64_t k) {
+      const T x = src ? src[i * rs + k * cs] : (i == k ? T(1) : T(0));
+      if (!std::isfinite(x) && finite) {
+        job.log->record({b0 + l, FailKind::kNonFinite, job.upper ? k : i, job.upper ? i : k, static_cast<double>(x)});
+        finite = false;
       }
+      at[packed(i, k) * W + l] = x;
+    };
+    if (rs == 1) {  // walk the source in memory order
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t i = k; i < n; ++i) put(i, k);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k <= i; ++k) put(i, k);
+    }
+    if (!finite) return;
   }
   alignas(64) T scale[W];
   scale_lanes(A, packed(n, 0), packed(n, 0), 1, scale);

@@ -23,19 +23,25 @@ template <class T> T larfg(int64_t n, T& alpha, T* x) {
   return tau;
 }
 
-// Applies H = I - tau v vᵀ (v = [1; A(j+1:, j)], stored in column j from row
-// j) from the left to columns [c0, c1) of A, rows j and below.
-template <class T> inline void apply_reflector(Mat<T> A, int64_t j, T tau, Mat<T> C, int64_t c0, int64_t c1) {
-  if (tau == T(0)) return;
-  const int64_t len = A.m - j;
-  T* v = A.col(j) + j;
-  const T keep = v[0];
-  v[0] = T(1);
+// Applies H = I - tau v vᵀ (v[0] == 1, len entries) from the left to
+// columns [c0, c1) of C, rows j to j + len.
+template <class T>
+inline void apply_unit_reflector(const T* v, int64_t len, T tau, Mat<T> C, int64_t j, int64_t c0, int64_t c1) {
   for (int64_t c = c0; c < c1; ++c) {
     T* cc = C.col(c) + j;
     const T w = dot(len, v, cc);
     axpy(len, -tau * w, v, cc);
   }
+}
+
+// Applies H = I - tau v vᵀ (v = [1; A(j+1:, j)], stored in column j from row
+// j) from the left to columns [c0, c1) of C, rows j and below.
+template <class T> inline void apply_reflector(Mat<T> A, int64_t j, T tau, Mat<T> C, int64_t c0, int64_t c1) {
+  if (tau == T(0)) return;
+  T* v = A.col(j) + j;
+  const T keep = v[0];
+  v[0] = T(1);
+  apply_unit_reflector(v, A.m - j, tau, C, j, c0, c1);
   v[0] = keep;
 }
 

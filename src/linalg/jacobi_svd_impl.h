@@ -1,12 +1,13 @@
 // SVD by one-sided Jacobi (Hestenes) with QR preconditioning (Drmač and
 // Veselić): rows sorted by norm, Householder QR with column pivoting
-// A P = Q R, then one-sided Jacobi on the columns of X = Rᵀ, whose graded
-// rows make it converge in a few sweeps; U = Q W from the accumulated
-// rotations W and V = P (the normalized columns of the final X). Column
+// A P = Q R, a second QR Rᵀ = Q₂ R₂ (svd_isa.h), then one-sided Jacobi on
+// the columns of X = R₂ᵀ, graded and nearly orthogonal, so that it needs
+// fewer sweeps and keeps small singular values relatively accurate. Column
 // pairs are visited block pair by block pair in round-robin order (disjoint
-// pairs in parallel, each block pair's columns staying in cache). Compact
-// kernels run the same steps on W small matrices at once, one per lane.
-// Included through isa_begin.h only.
+// block pairs in parallel, each block pair's columns of X and of the
+// accumulated rotations W staying in cache while it runs). Compact kernels
+// run the same steps on W small matrices at once, one per lane. Included
+// through isa_begin.h only.
 #pragma once
 
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
@@ -35,8 +36,10 @@ template <class T> void geqp3(Mat<T> A, T* tau, int64_t* perm, T* vn1, T* vn2, i
       vn2[p] = vn2[i];
     }
     tau[i] = larfg(m - i, A(i, i), A.col(i) + i + 1);
+    const T beta = A(i, i);
+    A(i, i) = T(1);  // v = A(i:, i) while the threads apply it
     auto update = [&](int64_t c0, int64_t c1) {
-      apply_reflector(A, i, tau[i], A, c0, c1);
+      if (tau[i] != T(0)) apply_unit_reflector(A.col(i) + i, m - i, tau[i], A, i, c0, c1);
       for (int64_t j = c0; j < c1; ++j) {
         if (vn1[j] == T(0)) continue;
         const T r = std::abs(A(i, j)) / vn1[j];
@@ -51,14 +54,15 @@ template <class T> void geqp3(Mat<T> A, T* tau, int64_t* perm, T* vn1, T* vn2, i
       }
     };
     const int64_t cols = n - i - 1;
-    if (threads > 1 && cols * (m - i) >= 32768) {
-      const int64_t tasks = std::min<int64_t>(threads, cols / 16);
+    if (threads > 1 && cols >= 2 && 4 * cols * (m - i) >= fork_join_flops()) {
+      const int64_t tasks = std::min<int64_t>(threads, cols);
       ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
         update(i + 1 + cols * t / tasks, i + 1 + cols * (t + 1) / tasks);
       });
     } else {
       update(i + 1, n);
     }
+    A(i, i) = beta;
   }
 }
 
@@ -127,7 +131,7 @@ template <class T> int one_sided_jacobi(Mat<T> X, Mat<T> W, T* nrm2v, int thread
         }
         if (count) rotations += count;
       };
-      if (threads > 1 && n >= 128) ThreadPool::global().parallel_for(tasks, threads, task);
+      if (threads > 1 && 9 * n * b * X.m >= fork_join_flops()) ThreadPool::global().parallel_for(tasks, threads, task);
       else
         for (int64_t k = 0; k < tasks; ++k) task(k, 0);
     }

@@ -104,6 +104,9 @@ template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, 
     store_vector(sig, job.s, b);
     return;
   }
+  // Thousands of rotations drift W's column norms from 1 by a few ε each;
+  // renormalizing removes most of that loss of orthogonality (as dgesvj).
+  for (int64_t j = 0; j < n; ++j) scal(n, T(1) / nrm2(n, Wm.col(j)), Wm.col(j));
   // A P = Q R = Q R2ᵀ Q2ᵀ and R2ᵀ W = Ux Σ, so U = Prᵀ Q [Ux; 0] (Ux the
   // normalized final columns, completed where sigma is 0) and V = P Q2 W.
   s.good.assign(static_cast<size_t>(n), 0);
@@ -191,7 +194,13 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
     for (int l = 0; l < cnt; ++l) job.log->record({b0 + l, FailKind::kNoConvergence, kSvdMaxSweeps, 0, 0.0});
     return;
   }
-  if (want) {  // C = Q [W 0; 0 I]
+  if (want) {  // C = Q [W 0; 0 I], W's columns renormalized (see svd_one)
+    for (int64_t j = 0; j < n; ++j) {
+      V ss = V::zero();
+      for (int64_t i = 0; i < n; ++i) ss = fma(Wl[i + j * n], Wl[i + j * n], ss);
+      const V inv = V::set1(T(1)) / sqrt(ss);
+      for (int64_t i = 0; i < n; ++i) Wl[i + j * n] = Wl[i + j * n] * inv;
+    }
     for (int64_t j = 0; j < uq; ++j)
       for (int64_t i = 0; i < m; ++i)
         C[i + j * m] = i < n && j < n ? Wl[i + j * n] : V::set1(i == j ? T(1) : T(0));

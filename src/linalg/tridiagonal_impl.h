@@ -42,8 +42,9 @@ template <class T> inline T dot_axpy(int64_t n, const T* a, const T* x, T alpha,
   return reduce_add(d0 + d1);
 }
 
-// y = A x for symmetric A stored in its lower triangle; with threads > 1 the
-// columns are split in two halves of equal work, each with its own y.
+// y = A x for symmetric A stored in its lower triangle; with threads > 1 and
+// a large n the columns are split in two halves of equal work, each with its
+// own y.
 template <class T> void symv_lower(Mat<T> A, const T* x, T* y, T* y2, int threads) {
   const int64_t n = A.n;
   auto cols = [&](int64_t j0, int64_t j1, T* out) {
@@ -53,7 +54,7 @@ template <class T> void symv_lower(Mat<T> A, const T* x, T* y, T* y2, int thread
       out[j] += c[j] * x[j] + dot_axpy(n - j - 1, c + j + 1, x + j + 1, x[j], out + j + 1);
     }
   };
-  if (threads < 2 || n < 256 || !y2) {
+  if (threads < 2 || n * n < fork_join_flops() || !y2) {
     cols(0, n, y);
     return;
   }

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "kernels/autotune_cost.h"
@@ -116,7 +118,7 @@ void add_tune_command(CLI::App& app, int& rc) {
   cmd->add_option("--dtype", o->dtypes, "comma list of dtypes for shapes that name none (default f32)");
   cmd->add_option("--threads", o->threads, "comma list of thread counts (default: the pool's default)");
   cmd->add_option("--cache", o->cache, "the cache file (default $SINEW_TUNE_CACHE or ~/.cache/sinew/gemm_tune.json)");
-  cmd->add_option("--samples", o->samples, "timed samples per variant (median)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--samples", o->samples, "timed samples per variant (the fastest counts)")->check(CLI::Range(1, 1000));
   cmd->add_option("--max-timed", o->max_timed, "variants the cost model lets through to timing")
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--retune", o->retune, "time shapes that are already in the cache again");
@@ -127,7 +129,18 @@ void add_tune_command(CLI::App& app, int& rc) {
                 "and print them; the cache is not touched");
   cmd->callback([o, &rc] {
     std::vector<int> threads;
-    for (const auto& t : split(o->threads, ',')) threads.push_back(std::stoi(t));
+    for (const auto& t : split(o->threads, ',')) {
+      size_t pos = 0;
+      int v = 0;
+      try {
+        v = std::stoi(t, &pos);
+      } catch (const std::exception&) {
+        pos = 0;
+      }
+      if (pos != t.size() || v < 1 || v > 65535)
+        throw CLI::ValidationError("--threads", "thread counts from 1, got '" + t + "'");
+      threads.push_back(v);
+    }
     if (threads.empty()) threads.push_back(ThreadPool::default_threads());
     const std::vector<std::string> dtypes = split(o->dtypes, ',');
     std::vector<std::string> specs =

@@ -94,11 +94,14 @@ std::atomic<int64_t> g_last_dump_ns{0};
 // Held while a dump is written. At exit the process waits (bounded) for a
 // dump in progress, then no new one starts: static objects that logging and
 // rendering use are about to be destroyed.
-std::timed_mutex g_writing;
+std::atomic<int> g_writing{0};
 std::atomic<bool> g_exiting{false};
 
 std::string write_dump(const std::string& reason, const std::string& detail) {
-  std::unique_lock<std::timed_mutex> writing(g_writing);
+  g_writing.fetch_add(1);
+  struct Done {
+    ~Done() { g_writing.fetch_sub(1); }
+  } done;
   const std::string path = dump_path();
   if (g_exiting.load()) return path;
   g_last_dump_ns.store(steady_ns());
@@ -246,13 +249,11 @@ void start_service() {
   g_term_alarm_s = static_cast<unsigned>(c.dump_timeout_ms / 1000 + 1);
   if (c.dump_on_failure) install_if_default(SIGTERM, on_terminate);
   std::atexit([] {
-    const auto limit = std::chrono::milliseconds(Recorder::get().config().dump_timeout_ms);
-    if (g_writing.try_lock_for(limit)) {
-      g_exiting = true;
-      g_writing.unlock();
-    } else {
-      g_exiting = true;
-    }
+    g_exiting = true;  // no dump starts after this; wait (bounded) for one in progress
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(Recorder::get().config().dump_timeout_ms);
+    while (g_writing.load() > 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   std::thread t(loop);
   {

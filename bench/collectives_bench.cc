@@ -165,9 +165,9 @@ int run_collectives_worker(const CollectivesConfig& cfg) {
       file_ms.push_back((now_s() - t0) * 1e3);
       std::remove(path.c_str());
     }
-    const std::string cs = fmt::format("fr_dump/{}", dist::flight_recorder_capacity());
-    rows << fmt::format("collectives,{},{},render_ms,{:.4g},ms\n", cs, cfg.impl, median(json_ms));
-    rows << fmt::format("collectives,{},{},dump_ms,{:.4g},ms\n", cs, cfg.impl, median(file_ms));
+    const std::string cs = fmt::format("dump/{}", dist::flight_recorder_capacity());
+    rows << fmt::format("flight_recorder,{},{},render_ms,{:.4g},ms\n", cs, cfg.impl, median(json_ms));
+    rows << fmt::format("flight_recorder,{},{},dump_ms,{:.4g},ms\n", cs, cfg.impl, median(file_ms));
     fmt::print(stderr, "  {:<8} {:<40} {:>10.2f} ms to render, {:.2f} ms to write\n", cfg.impl, cs,
                median(json_ms), median(file_ms));
   }

@@ -10,6 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <cmath>
+#include <cstdio>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -85,20 +90,50 @@ Config load_config() {
   return c;
 }
 
-void record_tensors(TensorList& list, std::span<const TensorView> tensors) {
-  list.count = static_cast<uint16_t>(std::min<size_t>(tensors.size(), 0xffff));
-  if (tensors.empty()) return;
-  list.dtype = tensors[0].dtype();
+// One tensor's shape as the ring stores it: up to kMaxDims dims, else its
+// element count alone (ndim -1).
+int8_t fill_shape(const TensorView& t, int64_t* dims) {
+  const auto shape = t.shape();
+  if (shape.size() > Shape::kMaxDims) {
+    dims[0] = t.numel();
+    return -1;
+  }
+  for (size_t d = 0; d < shape.size(); ++d) dims[d] = shape[d];
+  return static_cast<int8_t>(shape.size());
+}
+
+constexpr int8_t kSameAsInput = -2;  // an output ndim: the input's shape
+
+inline uint32_t record_first(std::span<const TensorView> tensors, std::atomic<int64_t>* out) {
+  if (tensors.empty()) return 0;
+  int64_t dims[Shape::kMaxDims] = {};
+  const int8_t nd = fill_shape(tensors[0], dims);
+  for (int d = 0; d < (nd < 0 ? 1 : nd); ++d) out[d].store(dims[d], std::memory_order_relaxed);
+  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(tensors.size(), 0xffff));
+  return count | uint32_t{static_cast<uint8_t>(tensors[0].dtype())} << 16 | uint32_t{static_cast<uint8_t>(nd)} << 24;
+}
+
+void record_more(std::span<const TensorView> tensors, Shape* more) {
   const size_t n = std::min<size_t>(tensors.size(), TensorList::kMaxShapes);
-  for (size_t i = 0; i < n; ++i) {
-    const auto shape = tensors[i].shape();
-    Shape& s = list.shapes[i];
-    if (shape.size() <= Shape::kMaxDims) {
-      s.ndim = static_cast<int8_t>(shape.size());
-      for (size_t d = 0; d < shape.size(); ++d) s.dims[d] = shape[d];
-    } else {
-      s.ndim = -1;
-      s.dims[0] = tensors[i].numel();
+  for (size_t i = 1; i < n; ++i) more[i - 1].ndim = fill_shape(tensors[i], more[i - 1].dims);
+}
+
+void unpack_tensors(uint32_t packed, const std::atomic<int64_t>* first, const Shape* more, bool more_valid,
+                    TensorList& list) {
+  list.count = static_cast<uint16_t>(packed & 0xffff);
+  list.dtype = static_cast<DType>((packed >> 16) & 0xff);
+  if (list.count == 0) return;
+  Shape& s = list.shapes[0];
+  s.ndim = static_cast<int8_t>(packed >> 24);
+  if (s.ndim < -1) return;  // kSameAsInput: the caller copies the input's shape
+  for (int d = 0; d < (s.ndim < 0 ? 1 : s.ndim); ++d) s.dims[d] = first[d].load(std::memory_order_relaxed);
+  const int n = std::min<int>(list.count, TensorList::kMaxShapes);
+  for (int i = 1; i < n; ++i) {
+    if (more_valid) {
+      list.shapes[i] = more[i - 1];
+    } else {  // the side record was reused before the dump read it
+      list.shapes[i].ndim = -1;
+      list.shapes[i].dims[0] = -1;
     }
   }
 }
@@ -112,18 +147,22 @@ std::atomic<bool> g_clock_offset_known{false};
 
 namespace {
 
-thread_local uint64_t t_last_enqueued = 0;  // trace id of this thread's last enqueue
-thread_local int64_t t_last_enqueued_ns = 0;
-thread_local uint64_t t_running = 0;  // trace id of the op this thread executes
+// initial-exec: these are read on every op, and the default TLS model of a
+// shared library makes each access a call into the dynamic linker.
+#define SINEW_FAST_TLS __attribute__((tls_model("initial-exec")))
+thread_local uint64_t t_last_enqueued SINEW_FAST_TLS = 0;  // trace id of this thread's last enqueue
+thread_local int64_t t_last_enqueued_ns SINEW_FAST_TLS = 0;
+thread_local uint64_t t_running SINEW_FAST_TLS = 0;  // trace id of the op this thread executes
+thread_local const ThreadTag* t_tag SINEW_FAST_TLS = nullptr;
 
 class Hooks final : public ProcessGroupHooks {
  public:
-  explicit Hooks(GroupTrace* g) : g_(g) {}
+  explicit Hooks(GroupTrace* g) : g_(g), r_(Recorder::get()) {}
 
   void on_enqueue(Work& work, bool is_p2p, int peer, std::span<const TensorView> inputs,
                   std::span<const TensorView> outputs) override {
     if (!g_recording.load(std::memory_order_relaxed)) return;
-    Recorder& r = Recorder::get();
+    Recorder& r = r_;
     // The Work's deadline was computed from "now" a moment ago: reuse it
     // rather than reading the clock again on the op path.
     const int64_t created =
@@ -133,9 +172,24 @@ class Hooks final : public ProcessGroupHooks {
     const char* op = work.op_literal() ? work.op_literal() : "unknown";
     const uint64_t id = r.begin(g_, op, false, is_p2p, work.seq(), peer, created);
     Slot& s = r.slot(id);
-    record_tensors(s.in, inputs);
-    record_tensors(s.out, outputs);
-    if (r.config().cpp_stack) s.nframes = static_cast<uint8_t>(::backtrace(s.frames, Slot::kMaxFrames));
+    const uint32_t in = record_first(inputs, s.in_dims);
+    // In-place ops (allreduce, broadcast) pass the same tensor twice: the
+    // outputs' shape is then not stored again (out ndim kSameAsInput).
+    const bool same = !inputs.empty() && outputs.size() == 1 && inputs.size() == 1 &&
+                      outputs[0].data() == inputs[0].data() && outputs[0].dtype() == inputs[0].dtype() &&
+                      std::ranges::equal(outputs[0].shape(), inputs[0].shape());
+    const uint32_t out = same ? (in & 0x00ffffffu) | uint32_t{static_cast<uint8_t>(kSameAsInput)} << 24
+                              : record_first(outputs, s.out_dims);
+    s.tensors.store(uint64_t{in} | uint64_t{out} << 32, std::memory_order_relaxed);
+    if (inputs.size() > 1 || outputs.size() > 1 || r.config().cpp_stack) {
+      SideRecord& side = r.side(id);
+      side.claim(id);
+      record_more(inputs, side.more_in);
+      record_more(outputs, side.more_out);
+      if (r.config().cpp_stack)
+        side.nframes = static_cast<uint8_t>(::backtrace(side.frames, SideRecord::kMaxFrames));
+      side.unlock();
+    }
     r.publish(id);
     (is_p2p ? g_->last_enqueued_p2p : g_->last_enqueued_coll).store(work.seq(), std::memory_order_relaxed);
     // The trace id carries whether the op is p2p, so start and completion
@@ -149,7 +203,7 @@ class Hooks final : public ProcessGroupHooks {
   void on_start(Work& work) override {
     const uint64_t tid = work.trace_id();
     if (tid == 0) return;
-    if (Slot* s = Recorder::get().live(tid / 2 - 1)) {
+    if (Slot* s = r_.live(tid / 2 - 1)) {
       // Started on the thread that issued it, right away (the inline path):
       // the issue time is the start time.
       const int64_t now = tid == t_last_enqueued ? t_last_enqueued_ns : steady_ns();
@@ -167,13 +221,11 @@ class Hooks final : public ProcessGroupHooks {
     Slot* s = finish(work);
     const uint64_t tid = work.trace_id();
     if (s) {
-      const auto& ranks = status.ranks();
-      const size_t n = std::min<size_t>(ranks.size(), Slot::kMaxAwaited);
-      s->lock();
-      for (size_t i = 0; i < n; ++i) s->awaited[i] = ranks[i];
-      s->nawaited.store(static_cast<uint8_t>(n), std::memory_order_release);
-      s->unlock();
-      s->failed.store(true, std::memory_order_release);
+      SideRecord& side = r.side(tid / 2 - 1);
+      side.claim(tid / 2 - 1);
+      side.set_awaited(status.ranks());
+      side.unlock();
+      s->flags.fetch_or(Slot::kFailed, std::memory_order_release);
       r.set_error(tid / 2 - 1, status.message());
     }
     const bool failure = status.code() == ErrorCode::kTimeout || status.code() == ErrorCode::kPeerLost;
@@ -194,13 +246,12 @@ class Hooks final : public ProcessGroupHooks {
     request_flight_recorder_dumps("timeout");
     // Who the op is still waiting for, as its wait loop last noted it.
     std::vector<int> awaited;
-    if (work.trace_id() != 0)
-      if (Slot* s = r.live(work.trace_id() / 2 - 1)) {
-        s->lock();
-        const uint8_t n = s->nawaited.load(std::memory_order_acquire);
-        awaited.assign(s->awaited, s->awaited + n);
-        s->unlock();
-      }
+    if (const uint64_t id = work.trace_id() / 2 - 1; work.trace_id() != 0 && r.live(id)) {
+      SideRecord& side = r.side(id);
+      side.lock();
+      if (side.id == id) awaited.assign(side.awaited, side.awaited + side.nawaited);
+      side.unlock();
+    }
     std::string path = dump_now("timeout", fmt::format("wait on {} #{} on group {} passed its deadline",
                                                        work.op_name(), work.seq(), g_->info.pg_id));
     std::string msg = status.message();
@@ -237,15 +288,16 @@ class Hooks final : public ProcessGroupHooks {
     const uint64_t tid = work.trace_id();
     if (tid == 0) return nullptr;
     if (t_running == tid) t_running = 0;
-    Slot* s = Recorder::get().live(tid / 2 - 1);
+    Slot* s = r_.live(tid / 2 - 1);
     if (!s) return nullptr;
-    s->completed_ns.store(steady_ns(), std::memory_order_relaxed);
+    s->completed_tick.store(r_.clock().now(), std::memory_order_relaxed);
     s->state.store(State::kCompleted, std::memory_order_release);
     ((tid & 1) ? g_->last_completed_p2p : g_->last_completed_coll).store(work.seq(), std::memory_order_relaxed);
     return s;
   }
 
   GroupTrace* g_;
+  Recorder& r_;
 };
 
 std::mutex g_names_mu;
@@ -259,24 +311,63 @@ std::deque<std::string>& thread_names() {
 
 void note_awaited(const std::vector<int>& ranks) {
   if (t_running == 0) return;
-  Slot* s = Recorder::get().live(t_running / 2 - 1);
-  if (!s) return;
-  const size_t n = std::min<size_t>(ranks.size(), Slot::kMaxAwaited);
-  s->lock();
-  for (size_t i = 0; i < n; ++i) s->awaited[i] = ranks[i];
-  s->nawaited.store(static_cast<uint8_t>(n), std::memory_order_release);
-  s->unlock();
+  Recorder& r = Recorder::get();
+  const uint64_t id = t_running / 2 - 1;
+  if (!r.live(id)) return;
+  SideRecord& side = r.side(id);
+  side.claim(id);
+  side.set_awaited(ranks);
+  side.unlock();
 }
 
 const ThreadTag& this_thread_tag() {
-  thread_local ThreadTag tag = [] {
+  if (t_tag) return *t_tag;
+  char buf[32] = {};
+  pthread_getname_np(pthread_self(), buf, sizeof(buf));
+  std::lock_guard<std::mutex> g(g_names_mu);
+  // Tags live as long as the process: records point at them.
+  static auto* tags = new std::deque<ThreadTag>();
+  thread_names().emplace_back(buf);
+  tags->push_back(ThreadTag{static_cast<int32_t>(::syscall(SYS_gettid)), thread_names().back().c_str()});
+  t_tag = &tags->back();
+  return *t_tag;
+}
+
+Clock::Clock() {
+#if defined(__x86_64__)
+  // The TSC is usable across cores when the kernel chose it as its own
+  // clocksource (it checks invariance and synchronisation).
+  if (std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r")) {
     char buf[32] = {};
-    pthread_getname_np(pthread_self(), buf, sizeof(buf));
-    std::lock_guard<std::mutex> g(g_names_mu);
-    thread_names().emplace_back(buf);
-    return ThreadTag{static_cast<int32_t>(::syscall(SYS_gettid)), thread_names().back().c_str()};
-  }();
-  return tag;
+    if (std::fgets(buf, sizeof(buf), f)) tsc_ = std::strncmp(buf, "tsc", 3) == 0 && (buf[3] == '\n' || !buf[3]);
+    std::fclose(f);
+  }
+#endif
+  tick0_ = now();
+  ns0_ = steady_ns();
+}
+
+double Clock::rate() const {
+  if (!tsc_) return 1.0;
+  // The rate is measured over the recorder's whole life; a young recorder
+  // waits until 20 ms have passed so the rate is good to ~1e-6.
+  int64_t ns1 = steady_ns();
+  while (ns1 - ns0_ < 20'000'000) {
+    ::usleep(static_cast<useconds_t>((20'000'000 - (ns1 - ns0_)) / 1000 + 1));
+    ns1 = steady_ns();
+  }
+#if defined(__x86_64__)
+  const uint64_t tick1 = __rdtsc();
+  return static_cast<double>(ns1 - ns0_) / static_cast<double>(tick1 - tick0_);
+#else
+  return 1.0;
+#endif
+}
+
+int64_t Clock::to_ns(uint64_t tick, double rate) const {
+  if (tick == 0) return 0;
+  if (!tsc_) return static_cast<int64_t>(tick);
+  return ns0_ + static_cast<int64_t>(std::llround((static_cast<double>(tick) - static_cast<double>(tick0_)) * rate));
 }
 
 Recorder& Recorder::get() {
@@ -284,7 +375,12 @@ Recorder& Recorder::get() {
   return *r;
 }
 
-Recorder::Recorder() : config_(load_config()), slots_(config_.capacity) {}
+Recorder::Recorder()
+    : config_(load_config()),
+      capacity_(std::max<size_t>(config_.capacity, 1)),
+      inv_(~uint64_t{0} / capacity_),
+      slots_(new Slot[capacity_]),
+      side_(new SideRecord[capacity_]) {}
 
 GroupTrace* Recorder::register_group(const GroupInfo& info) {
   auto g = std::make_unique<GroupTrace>();
@@ -298,39 +394,35 @@ uint64_t Recorder::begin(GroupTrace* g, const char* op, bool is_event, bool is_p
                          int64_t created_ns) {
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   Slot& s = slot(id);
-  s.lock();
   // The record this one overwrites is counted as dropped for its group, so
   // an analyser can tell a wrapped ring from a skipped collective.
-  const uint64_t old = s.version.load(std::memory_order_relaxed);
-  if (old != 0 && s.group && !s.is_event) {
-    GroupTrace* og = s.group;
-    og->dropped.fetch_add(1, std::memory_order_relaxed);
-    auto& last = s.is_p2p ? og->last_dropped_p2p : og->last_dropped_coll;
-    const uint64_t seq_dropped = s.is_p2p ? s.p2p_seq : s.coll_seq;
-    if (seq_dropped > last.load(std::memory_order_relaxed)) last.store(seq_dropped, std::memory_order_relaxed);
+  if (s.version.load(std::memory_order_relaxed) != 0) {
+    GroupTrace* og = s.group.load(std::memory_order_relaxed);
+    const uint8_t f = s.flags.load(std::memory_order_relaxed);
+    if (og && !(f & Slot::kEvent)) {
+      // A load and a store, not an atomic add (a second locked instruction
+      // per op): two threads can only lose a count here when both overwrite
+      // records of the same group at the same moment.
+      og->dropped.store(og->dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      auto& last = (f & Slot::kP2P) ? og->last_dropped_p2p : og->last_dropped_coll;
+      const uint64_t seq_dropped = s.seq.load(std::memory_order_relaxed);
+      if (seq_dropped > last.load(std::memory_order_relaxed)) last.store(seq_dropped, std::memory_order_relaxed);
+    }
   }
   s.version.store(2 * id + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  s.id = id;
-  s.group = g;
-  s.op = op;
-  s.is_event = is_event;
-  s.is_p2p = is_p2p;
-  s.coll_seq = is_p2p || is_event ? 0 : seq;
-  s.p2p_seq = is_p2p ? seq : 0;
-  s.peer = peer;
-  s.created_ns = created_ns;
+  std::atomic_thread_fence(std::memory_order_release);  // the odd version is seen before any field changes
+  s.group.store(g, std::memory_order_relaxed);
+  s.op.store(op, std::memory_order_relaxed);
+  s.seq.store(is_event ? 0 : seq, std::memory_order_relaxed);
+  s.peer.store(peer, std::memory_order_relaxed);
+  s.flags.store(static_cast<uint8_t>((is_event ? Slot::kEvent : 0) | (is_p2p ? Slot::kP2P : 0)),
+                std::memory_order_relaxed);
+  s.created_ns.store(created_ns, std::memory_order_relaxed);
   s.started_ns.store(0, std::memory_order_relaxed);
-  s.completed_ns.store(0, std::memory_order_relaxed);
+  s.completed_tick.store(0, std::memory_order_relaxed);
   s.state.store(State::kScheduled, std::memory_order_relaxed);
-  s.failed.store(false, std::memory_order_relaxed);
-  s.nawaited.store(0, std::memory_order_relaxed);
-  s.nframes = 0;
-  s.in.count = 0;
-  s.out.count = 0;
-  const ThreadTag& t = this_thread_tag();
-  s.tid = t.tid;
-  s.thread_name = t.name;
+  s.tensors.store(0, std::memory_order_relaxed);
+  s.thread.store(t_tag ? t_tag : &this_thread_tag(), std::memory_order_relaxed);
   return id;
 }
 
@@ -339,7 +431,7 @@ void Recorder::set_error(uint64_t id, std::string message) {
   errors_[id] = std::move(message);
   // Keep only errors whose records can still be in the ring.
   const uint64_t next = next_id_.load(std::memory_order_relaxed);
-  if (next > slots_.size()) errors_.erase(errors_.begin(), errors_.lower_bound(next - slots_.size()));
+  if (next > capacity_) errors_.erase(errors_.begin(), errors_.lower_bound(next - capacity_));
 }
 
 void Recorder::record_event(GroupTrace* g, GroupEvent e, const std::string& detail) {
@@ -348,8 +440,8 @@ void Recorder::record_event(GroupTrace* g, GroupEvent e, const std::string& deta
                                        "sinew:revoke"};
   const uint64_t id = begin(g, kNames[static_cast<int>(e)], true, false, 0, -1, steady_ns());
   Slot& s = slot(id);
-  s.started_ns.store(s.created_ns, std::memory_order_relaxed);
-  s.completed_ns.store(s.created_ns, std::memory_order_relaxed);
+  s.started_ns.store(s.created_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  s.completed_tick.store(clock_.now(), std::memory_order_relaxed);
   s.state.store(State::kCompleted, std::memory_order_relaxed);
   publish(id);
   if (!detail.empty()) set_error(id, detail);
@@ -358,8 +450,9 @@ void Recorder::record_event(GroupTrace* g, GroupEvent e, const std::string& deta
 std::vector<EntryCopy> Recorder::snapshot() {
   std::vector<EntryCopy> out;
   if (!enabled()) return out;
+  const double rate = clock_.rate();
   const uint64_t next = next_id_.load(std::memory_order_acquire);
-  const uint64_t first = next > slots_.size() ? next - slots_.size() : 0;
+  const uint64_t first = next > capacity_ ? next - capacity_ : 0;
   out.reserve(next - first);
   std::map<uint64_t, std::string> errors;
   {
@@ -368,34 +461,43 @@ std::vector<EntryCopy> Recorder::snapshot() {
   }
   for (uint64_t id = first; id < next; ++id) {
     Slot& s = slot(id);
-    s.lock();
     const uint64_t v1 = s.version.load(std::memory_order_acquire);
-    if (v1 != 2 * id + 2) {  // being written, or already overwritten
-      s.unlock();
-      continue;
-    }
+    if (v1 != 2 * id + 2) continue;  // being written, or already overwritten
     EntryCopy e{};
-    e.id = s.id;
-    e.group = s.group;
-    e.op = s.op;
-    e.is_event = s.is_event;
-    e.is_p2p = s.is_p2p;
-    e.coll_seq = s.coll_seq;
-    e.p2p_seq = s.p2p_seq;
-    e.peer = s.peer;
-    e.created_ns = s.created_ns;
+    e.id = id;
+    e.group = s.group.load(std::memory_order_relaxed);
+    e.op = s.op.load(std::memory_order_relaxed);
+    const uint8_t f = s.flags.load(std::memory_order_acquire);
+    e.is_event = f & Slot::kEvent;
+    e.is_p2p = f & Slot::kP2P;
+    e.failed = f & Slot::kFailed;
+    const uint64_t seq = s.seq.load(std::memory_order_relaxed);
+    e.coll_seq = e.is_p2p || e.is_event ? 0 : seq;
+    e.p2p_seq = e.is_p2p ? seq : 0;
+    e.peer = s.peer.load(std::memory_order_relaxed);
+    e.created_ns = s.created_ns.load(std::memory_order_relaxed);
     e.state = s.state.load(std::memory_order_acquire);
     e.started_ns = s.started_ns.load(std::memory_order_relaxed);
-    e.completed_ns = s.completed_ns.load(std::memory_order_relaxed);
-    e.failed = s.failed.load(std::memory_order_acquire);
-    e.tid = s.tid;
-    e.thread_name = s.thread_name;
-    e.in = s.in;
-    e.out = s.out;
-    e.frames.assign(s.frames, s.frames + s.nframes);
-    const uint8_t na = s.nawaited.load(std::memory_order_acquire);
-    e.awaited.assign(s.awaited, s.awaited + na);
-    s.unlock();
+    const uint64_t done = s.completed_tick.load(std::memory_order_relaxed);
+    const ThreadTag* t = s.thread.load(std::memory_order_relaxed);
+    const uint64_t packed = s.tensors.load(std::memory_order_relaxed);
+    // Shapes beyond the first, frames and awaited ranks, when this record has them.
+    SideRecord& side = this->side(id);
+    side.lock();
+    const bool side_valid = side.id == id;
+    if (side_valid) {
+      e.frames.assign(side.frames, side.frames + side.nframes);
+      e.awaited.assign(side.awaited, side.awaited + side.nawaited);
+    }
+    unpack_tensors(static_cast<uint32_t>(packed), s.in_dims, side.more_in, side_valid, e.in);
+    unpack_tensors(static_cast<uint32_t>(packed >> 32), s.out_dims, side.more_out, side_valid, e.out);
+    if (e.out.count && e.out.shapes[0].ndim == kSameAsInput) e.out = e.in;
+    side.unlock();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.version.load(std::memory_order_relaxed) != v1) continue;  // overwritten while copied
+    e.completed_ns = clock_.to_ns(done, rate);
+    e.tid = t ? t->tid : 0;
+    e.thread_name = t ? t->name : "";
     if (auto it = errors.find(id); it != errors.end()) e.error = it->second;
     out.push_back(std::move(e));
   }
@@ -410,11 +512,7 @@ std::vector<const GroupTrace*> Recorder::groups() {
 }
 
 void Recorder::reset() {
-  for (auto& s : slots_) {
-    s.lock();
-    s.version.store(0, std::memory_order_relaxed);
-    s.unlock();
-  }
+  for (size_t i = 0; i < capacity_; ++i) slots_[i].version.store(0, std::memory_order_relaxed);
   next_id_.store(0);
   std::lock_guard<std::mutex> l(mu_);
   errors_.clear();

@@ -1,7 +1,10 @@
-// The Flight Recorder's ring (internal to dist). Writers claim a slot with
-// one atomic increment and fill it under that slot's own spin lock (never
-// contended on the op path: only a dump or a ring lapping itself touches the
-// same slot), so recording takes no shared lock.
+// The Flight Recorder's ring (internal to dist). Recording an op is on
+// every collective's path, so it is kept to one atomic increment, a few
+// plain stores into a slot that stays in L2, and one TSC read at completion
+// (docs/flight_recorder.md, "Cost"): slots are written under a seqlock (the
+// slot's version) with relaxed atomics, and what only some ops need (C++
+// frames, awaited ranks, the second and later tensors' shapes) lives in a
+// side record taken under a lock, off the common path.
 #pragma once
 
 #include <atomic>
@@ -11,8 +14,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "sinew/dist/hooks.h"
 #include "sinew/tensor/dtype.h"
@@ -48,35 +55,91 @@ struct TensorList {
 
 enum class State : uint8_t { kScheduled, kStarted, kCompleted };
 
-struct Slot {
-  std::atomic<bool> busy{false};     // the slot's lock
-  std::atomic<uint64_t> version{0};  // 2*id+1 while written, 2*id+2 once published
+// Thread id and name of the calling thread, cached per thread.
+struct ThreadTag {
+  int32_t tid;
+  const char* name;
+};
+
+// One record as every op writes it: three cache lines (a ring of 2000 is
+// 375 KB and stays in L2). version is 2*id+1 while the record is written
+// and 2*id+2 once published; a reader copies the fields and keeps the copy
+// only when version was the same before and after. start and completion
+// update started/completed/state of a published record in place (state is
+// stored last, with release).
+struct alignas(64) Slot {
+  std::atomic<uint64_t> version{0};
+  std::atomic<GroupTrace*> group{nullptr};
+  std::atomic<const char*> op{nullptr};
+  std::atomic<uint64_t> seq{0};
+  std::atomic<int64_t> created_ns{0};
+  std::atomic<int64_t> started_ns{0};
+  std::atomic<uint64_t> completed_tick{0};  // Clock ticks; converted when dumped
+  std::atomic<int32_t> peer{-1};
+  std::atomic<uint8_t> flags{0};  // kEvent | kP2P | kFailed
+  std::atomic<State> state{State::kScheduled};
+  std::atomic<const ThreadTag*> thread{nullptr};
+  // count (16 bits), dtype (8), ndim (8) of the inputs, then of the outputs
+  std::atomic<uint64_t> tensors{0};
+  std::atomic<int64_t> in_dims[Shape::kMaxDims];
+  std::atomic<int64_t> out_dims[Shape::kMaxDims];
+  static constexpr uint8_t kEvent = 1, kP2P = 2, kFailed = 4;
+};
+
+// What only some records carry, tagged with the record id it belongs to
+// (a stale tag means "nothing"); guarded by its own lock, never on the
+// common path.
+struct SideRecord {
+  std::atomic<bool> busy{false};
   void lock() {
     while (busy.exchange(true, std::memory_order_acquire))
       while (busy.load(std::memory_order_relaxed)) {
       }
   }
   void unlock() { busy.store(false, std::memory_order_release); }
-  uint64_t id = 0;
-  GroupTrace* group = nullptr;
-  const char* op = nullptr;
-  bool is_event = false;
-  bool is_p2p = false;
-  uint64_t coll_seq = 0, p2p_seq = 0;
-  int32_t peer = -1;
-  int64_t created_ns = 0;
-  std::atomic<int64_t> started_ns{0}, completed_ns{0};
-  std::atomic<State> state{State::kScheduled};
-  std::atomic<bool> failed{false};
-  int32_t tid = 0;
-  const char* thread_name = "";
-  TensorList in, out;
+  uint64_t id = ~uint64_t{0};
   static constexpr int kMaxFrames = 24;
   uint8_t nframes = 0;
   void* frames[kMaxFrames];
   static constexpr int kMaxAwaited = 8;
-  std::atomic<uint8_t> nawaited{0};
+  uint8_t nawaited = 0;
   int32_t awaited[kMaxAwaited];
+  Shape more_in[TensorList::kMaxShapes - 1], more_out[TensorList::kMaxShapes - 1];
+  // Claims the record for `id` (locked), clearing what an older id left.
+  void claim(uint64_t for_id) {
+    lock();
+    if (id != for_id) {
+      id = for_id;
+      nframes = 0;
+      nawaited = 0;
+    }
+  }
+  void set_awaited(std::span<const int> ranks) {
+    const size_t n = std::min<size_t>(ranks.size(), kMaxAwaited);
+    for (size_t i = 0; i < n; ++i) awaited[i] = ranks[i];
+    nawaited = static_cast<uint8_t>(n);
+  }
+};
+
+// A clock that is cheap to read on the op path: the TSC where the kernel
+// itself trusts it (clocksource "tsc"), steady_clock otherwise. Ticks
+// become steady_clock nanoseconds when a dump converts them.
+class Clock {
+ public:
+  Clock();
+  uint64_t now() const {
+#if defined(__x86_64__)
+    if (tsc_) return __rdtsc();
+#endif
+    return static_cast<uint64_t>(steady_ns());
+  }
+  // Nanoseconds per tick, measured now over the clock's whole life.
+  double rate() const;
+  int64_t to_ns(uint64_t tick, double rate) const;
+ private:
+  bool tsc_ = false;
+  uint64_t tick0_ = 0;
+  int64_t ns0_ = 0;
 };
 
 // A slot's contents copied out for a dump.
@@ -117,13 +180,11 @@ class Recorder {
   GroupTrace* register_group(const GroupInfo& info);
   uint64_t begin(GroupTrace* g, const char* op, bool is_event, bool is_p2p, uint64_t seq, int peer,
                  int64_t created_ns);  // returns the record id; the slot is published by publish()
-  Slot& slot(uint64_t id) { return slots_[id % slots_.size()]; }
-  // Ends what begin() started (begin() returns with the slot locked).
-  void publish(uint64_t id) {
-    Slot& s = slot(id);
-    s.version.store(2 * id + 2, std::memory_order_release);
-    s.unlock();
-  }
+  Slot& slot(uint64_t id) { return slots_[index(id)]; }
+  SideRecord& side(uint64_t id) { return side_[index(id)]; }
+  // Ends what begin() started.
+  void publish(uint64_t id) { slot(id).version.store(2 * id + 2, std::memory_order_release); }
+  const Clock& clock() const { return clock_; }
   // The slot for `id` when it still holds that record.
   Slot* live(uint64_t id) {
     Slot& s = slot(id);
@@ -138,8 +199,21 @@ class Recorder {
 
  private:
   Recorder();
+  // id % capacity_ without a 64-bit division (~40 cycles on the op path):
+  // Barrett reduction with inv_ = floor((2^64 - 1) / capacity_); the estimate is
+  // at most one short.
+  size_t index(uint64_t id) const {
+    const uint64_t q = static_cast<uint64_t>((static_cast<unsigned __int128>(id) * inv_) >> 64);
+    uint64_t r = id - q * capacity_;
+    if (r >= capacity_) r -= capacity_;
+    return static_cast<size_t>(r);
+  }
   Config config_;
-  std::vector<Slot> slots_;
+  size_t capacity_;
+  uint64_t inv_;
+  std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<SideRecord[]> side_;
+  Clock clock_;
   std::atomic<uint64_t> next_id_{0};
   std::mutex mu_;  // groups_ and errors_
   std::deque<std::unique_ptr<GroupTrace>> groups_;
@@ -151,11 +225,6 @@ class Recorder {
 // loops' slow path.
 void note_awaited(const std::vector<int>& ranks);
 
-// Thread id and name of the calling thread, cached per thread.
-struct ThreadTag {
-  int32_t tid;
-  const char* name;
-};
 const ThreadTag& this_thread_tag();
 
 // Clock offset to the store host, once measured (dump.cc writes it).

@@ -11,6 +11,16 @@
 // victim die (waitpid), stops the others and spawns a fresh group of W
 // processes in a fresh key space; until all W have finished init and a first
 // allreduce (process start included).
+//   grow     a running group of W admits one new process at its next epoch:
+//            from the members' reconfigure() start (the earliest member's;
+//            they start once the joiner's request is in the store, so the
+//            joiner's spawn and start-up are excluded) until the last of the
+//            W+1 ranks has finished its first allreduce in the grown group.
+// And what detection costs when nothing fails: the median 8 B allreduce
+// latency with the watchdog on (default) and off (SINEW_FT_HEARTBEAT_MS of
+// an hour, so it never wakes), in alternating fresh groups; the overhead is
+// taken between the best group of each (the per-wait pid checks of dead
+// peers stay on in both: they are part of waiting, not a separate cost).
 #include "recovery_bench.h"
 
 #include <fmt/format.h>
@@ -24,10 +34,12 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "sinew/core/env.h"
 #include "sinew/core/error.h"
@@ -45,6 +57,8 @@ constexpr int64_t kElems = 1024;   // a small "gradient": recovery, not bandwidt
 constexpr int kWarmupSteps = 10;
 constexpr int kVictimSteps = 20;   // the victim dies mid-loop, while the others wait on it
 constexpr Millis kStopGrace{5'000};  // SIGTERM to SIGKILL, as the launcher does
+constexpr int kLatencyIters = 2000;    // 8 B allreduces timed per group (median)
+constexpr const char* kWatchdogOff = "3600000";  // SINEW_FT_HEARTBEAT_MS: an hour
 
 int64_t wall_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -90,16 +104,69 @@ int fresh_worker(dist::ProcessGroup& pg, dist::Store& store, Deadline deadline) 
   return 0;
 }
 
+// grow: the members admit the joiner once its request is in the store;
+// every rank records "<start ns> <end ns>" (the joiner: from before it asked).
+int grow_worker(dist::ProcessGroupPtr pg, dist::Store& store, int64_t joiner_start, Deadline deadline) {
+  const bool joiner = joiner_start != 0;
+  std::vector<float> v(kElems);
+  int64_t start = joiner_start;
+  const int orig = pg->rank();  // a member keeps its rank; the joiner's is W
+  if (!joiner) {
+    for (int i = 0; i < kWarmupSteps; ++i) allreduce_filled(*pg, v, 1.0f, deadline);
+    pg->barrier()->wait(deadline);
+    // init_process_group's group "default" lives under the prefix "default" of the job store.
+    const std::string pending = "default/default/join/pending";
+    while (!(store.check({pending}) && store.get_string(pending).size() > 1)) {
+      if (deadline.expired()) throw TimeoutError("bench recovery: the joiner never asked to join");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    start = wall_ns();
+    pg = pg->reconfigure(deadline);
+  }
+  const int W = pg->size();
+  allreduce_filled(*pg, v, static_cast<float>(pg->rank() + 1), deadline);
+  const int64_t end = wall_ns();
+  const float want = static_cast<float>(W * (W + 1) / 2);
+  if (v.front() != want || v.back() != want)
+    throw InternalError(fmt::format("bench recovery: allreduce after the grow gave {} on rank {}, want {}", v.front(),
+                                    pg->rank(), want));
+  store.set(fmt::format("grow/{}", orig), fmt::format("{} {}", start, end));
+  leave_together(store, "finished", W, deadline);
+  return 0;
+}
+
+// latency: the median of kLatencyIters 8 B allreduces, max over ranks.
+int latency_worker(dist::ProcessGroup& pg, dist::Store& store, Deadline deadline) {
+  std::array<float, 2> x{1.0f, 2.0f};
+  auto op = [&] { pg.allreduce(TensorView::flat(x.data(), DType::kF32, 2))->wait(deadline); };
+  for (int i = 0; i < 200; ++i) op();
+  std::vector<double> us(kLatencyIters);
+  for (auto& u : us) {
+    auto t0 = Clock::now();
+    op();
+    u = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  }
+  double m = median(us);
+  pg.allreduce(TensorView::flat(&m, DType::kF64, 1), dist::ReduceKind::kMax)->wait(deadline);
+  if (pg.rank() == 0) store.set("latency", fmt::format("{}", m));
+  leave_together(store, "finished", pg.size(), deadline);
+  return 0;
+}
+
 }  // namespace
 
 int run_recovery_worker(const RecoveryConfig& cfg) {
   const Deadline deadline = Deadline::after(std::chrono::seconds(cfg.trial_timeout_s));
+  const bool joiner = getenv_opt("SINEW_JOIN").value_or("") == "1";
+  const int64_t started = wall_ns();  // after exec: a joiner's spawn is not timed
   dist::InitOptions io;
   io.timeout = Millis(30'000);
   auto pg = dist::init_process_group(io);
   auto store = dist::job_store();
   pg->wait_ready(deadline);
   if (cfg.mode == "fresh") return fresh_worker(*pg, *store, deadline);
+  if (cfg.mode == "grow") return grow_worker(pg, *store, joiner ? started : 0, deadline);
+  if (cfg.mode == "latency") return latency_worker(*pg, *store, deadline);
 
   const int W = pg->size();
   const int orig = pg->rank();
@@ -203,8 +270,10 @@ namespace {
 // destructor SIGKILLs and reaps whatever is still running.
 class Ranks {
  public:
+  // `joiners` more processes start with SINEW_JOIN=1 (ranks world, world+1, ...).
   Ranks(const std::string& exe, const RecoveryConfig& cfg, const std::string& mode, int world, int victim,
-        const dist::TcpStoreServer& server, const std::string& token, int attempt) {
+        const dist::TcpStoreServer& server, const std::string& token, int attempt,
+        const std::map<std::string, std::string>& extra_env = {}, int joiners = 0) {
     const std::map<std::string, std::string> set = {
         {"WORLD_SIZE", std::to_string(world)},         {"LOCAL_WORLD_SIZE", std::to_string(world)},
         {"MASTER_ADDR", "127.0.0.1"},                  {"MASTER_PORT", std::to_string(server.port())},
@@ -219,12 +288,19 @@ class Ranks {
       if (!set.count(key) && key != "RANK" && key != "LOCAL_RANK") base.push_back(kv);
     }
     for (auto& [k, v] : set) base.push_back(k + "=" + v);
+    for (auto& [k, v] : extra_env) {
+      std::erase_if(base, [&](const std::string& kv) { return kv.rfind(k + "=", 0) == 0; });
+      base.push_back(k + "=" + v);
+    }
     std::vector<std::string> argv = {exe,         "bench-recovery-worker", "--mode",      mode, "--victim",
                                      std::to_string(victim), "--timeout-s", std::to_string(cfg.trial_timeout_s)};
-    for (int r = 0; r < world; ++r) {
+    for (int r = 0; r < world + joiners; ++r) {
       std::vector<std::string> env = base;
-      env.push_back(fmt::format("RANK={}", r));
-      env.push_back(fmt::format("LOCAL_RANK={}", r));
+      std::erase_if(env, [](const std::string& kv) { return kv.rfind("SINEW_JOIN=", 0) == 0; });
+      if (r >= world) env.push_back("SINEW_JOIN=1");
+      // A joiner takes a slot (RANK < WORLD_SIZE), as `sinew run` respawns one.
+      env.push_back(fmt::format("RANK={}", r < world ? r : 0));
+      env.push_back(fmt::format("LOCAL_RANK={}", r < world ? r : 0));
       std::vector<char*> av, ev;
       for (auto& s : argv) av.push_back(s.data());
       av.push_back(nullptr);
@@ -363,6 +439,42 @@ double restart_trial(const std::string& exe, const RecoveryConfig& cfg, int worl
   return (ready - killed) / 1e6;
 }
 
+// grow in ms (and the joiner's own wait, from before it asked).
+std::pair<double, double> grow_trial(const std::string& exe, const RecoveryConfig& cfg, int world) {
+  Job job;
+  Ranks ranks(exe, cfg, "grow", world, -1, job.server, job.token, 0, {}, /*joiners=*/1);
+  ranks.wait(Deadline::after(std::chrono::seconds(cfg.trial_timeout_s + 5)), "the growing group");
+  for (int r = 0; r <= world; ++r)
+    if (!exited_ok(ranks.status(r)))
+      throw IoError(fmt::format("bench recovery: rank {} of the growing group ended with status {:#x}", r,
+                                ranks.status(r)));
+  auto store = job.attempt_store(0);
+  int64_t start = INT64_MAX, end = 0, joiner_start = 0, joiner_end = 0;
+  for (int r = 0; r <= world; ++r) {
+    int64_t s = 0, e = 0;
+    if (std::sscanf(store->get_string(fmt::format("grow/{}", r)).c_str(), "%" SCNd64 " %" SCNd64, &s, &e) != 2)
+      throw InternalError(fmt::format("bench recovery: malformed grow/{}", r));
+    if (r < world) start = std::min(start, s);
+    else joiner_start = s, joiner_end = e;
+    end = std::max(end, e);
+  }
+  return {(end - start) / 1e6, (joiner_end - joiner_start) / 1e6};
+}
+
+// Median 8 B allreduce latency in us of one fresh group, watchdog on or off.
+double latency_trial(const std::string& exe, const RecoveryConfig& cfg, int world, bool detection) {
+  Job job;
+  std::map<std::string, std::string> env;
+  if (!detection) env["SINEW_FT_HEARTBEAT_MS"] = kWatchdogOff;
+  Ranks ranks(exe, cfg, "latency", world, -1, job.server, job.token, 0, env);
+  ranks.wait(Deadline::after(std::chrono::seconds(cfg.trial_timeout_s + 5)), "the latency group");
+  for (int r = 0; r < world; ++r)
+    if (!exited_ok(ranks.status(r)))
+      throw IoError(fmt::format("bench recovery: rank {} of the latency group ended with status {:#x}", r,
+                                ranks.status(r)));
+  return std::stod(job.attempt_store(0)->get_string("latency"));
+}
+
 }  // namespace
 
 int run_recovery_bench(const RecoveryConfig& cfg, Report& report) {
@@ -397,9 +509,27 @@ int run_recovery_bench(const RecoveryConfig& cfg, Report& report) {
         ++failures;
         line += fmt::format(" restart-all trial failed ({})", e.what());
       }
+      try {
+        auto [grow, joiner] = grow_trial(exe, cfg, world);
+        ms["grow"].push_back(grow);
+        line += fmt::format(", grow {:.2f} ms (joiner asked to first allreduce {:.2f} ms)", grow, joiner);
+      } catch (const Error& e) {
+        ++failures;
+        line += fmt::format(", grow trial failed ({})", e.what());
+      }
+      try {
+        // Alternating, so drifting machine load hits both alike.
+        double on = latency_trial(exe, cfg, world, true), off = latency_trial(exe, cfg, world, false);
+        ms["latency-on"].push_back(on);
+        ms["latency-off"].push_back(off);
+        line += fmt::format(", 8 B allreduce {:.2f} us detection on / {:.2f} us off", on, off);
+      } catch (const Error& e) {
+        ++failures;
+        line += fmt::format(", latency trial failed ({})", e.what());
+      }
       fmt::print(stderr, "{}\n", line);
     }
-    for (const char* phase : {"detect", "revoke", "agree", "shrink", "restart-all"}) {
+    for (const char* phase : {"detect", "revoke", "agree", "shrink", "grow", "restart-all"}) {
       const auto& v = ms[phase];
       if (v.empty()) continue;
       const std::string c = fmt::format("{}/ws{}", phase, world);
@@ -411,6 +541,21 @@ int run_recovery_bench(const RecoveryConfig& cfg, Report& report) {
     const std::string c = fmt::format("allreduce-8MiB-after-shrink/ws{}", world - 1);
     if (!ms["after-shrink"].empty()) report.add({"recovery", c, "sinew", "ms", median(ms["after-shrink"]), "ms"});
     if (!ms["fresh-group"].empty()) report.add({"recovery", c, "fresh-group", "ms", median(ms["fresh-group"]), "ms"});
+    // What detection costs when nothing fails.
+    const std::string lc = fmt::format("detection-cost-8B-allreduce/ws{}", world);
+    if (!ms["latency-on"].empty() && !ms["latency-off"].empty()) {
+      const auto& on = ms["latency-on"];
+      const auto& off = ms["latency-off"];
+      report.add({"recovery", lc, "detection-on", "us", median(on), "us"});
+      report.add({"recovery", lc, "detection-off", "us", median(off), "us"});
+      // The best group of each: on a shared machine a group whose ranks
+      // happen to share a core is 100x slower, whatever detection does.
+      const double best_on = *std::min_element(on.begin(), on.end());
+      const double best_off = *std::min_element(off.begin(), off.end());
+      report.add({"recovery", lc, "detection-on", "us_min", best_on, "us"});
+      report.add({"recovery", lc, "detection-off", "us_min", best_off, "us"});
+      report.add({"recovery", lc, "sinew", "overhead_pct", 100.0 * (best_on - best_off) / best_off, "%"});
+    }
   }
   return failures;
 }

@@ -15,7 +15,7 @@ struct RecoveryConfig {
   int trials = 5;
   int trial_timeout_s = 60;  // every spawned group is killed past this
   // Worker side.
-  std::string mode;  // sinew | doomed | fresh
+  std::string mode;  // sinew | doomed | fresh | grow | latency
   int victim = -1;
 };
 

@@ -12,9 +12,9 @@
 //   sinew run --standalone --fault-tolerant --max-restarts 1 --nproc-per-node 4 bin/fault_tolerant_loop \
 //       --kill-rank 2 --at-step 50 --admit-every 20
 //
-// --kill-rank R --at-step S makes rank R SIGKILL itself at step S (after
-// writing the time to the job store, so the others can say how long they
-// took to notice). With --max-restarts, `sinew run` respawns it as a joiner
+// --kill-rank R --at-step S makes rank R SIGKILL itself at step S (-1: while
+// its group is still initializing) after writing the time to the job store,
+// so the others can say how long they took to notice. With --max-restarts, `sinew run` respawns it as a joiner
 // (init_process_group() returns a group in epoch > 0), admitted at the next
 // multiple of K. Without --fault-tolerant, `sinew run` stops every worker
 // when one dies, as torchrun does.
@@ -51,7 +51,7 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 struct Args {
   int kill_rank = -1;
-  int at_step = -1;
+  int at_step = -2;  // -1: while the group initializes
   int steps = 200;
   int elems = 4096;
   int admit_every = 20;  // 0: reconfigure only after a failure
@@ -81,8 +81,10 @@ Args parse(int argc, char** argv) {
   }
   if (a.steps < 1 || a.elems < 1) throw InvalidArgument::make("--steps/--elems", "< 1", "positive counts");
   if (a.admit_every < 0) throw InvalidArgument::make("--admit-every", std::to_string(a.admit_every), "0 or more");
-  if ((a.kill_rank >= 0) != (a.at_step >= 0))
+  if ((a.kill_rank >= 0) != (a.at_step >= -1))
     throw InvalidArgument::make("--kill-rank/--at-step", "only one given", "both, or neither");
+  if (a.at_step < -2 || (a.kill_rank < 0 && a.at_step != -2))
+    throw InvalidArgument::make("--at-step", std::to_string(a.at_step), "a step >= 0, or -1 for during init");
   return a;
 }
 
@@ -132,6 +134,11 @@ void resync(ProcessGroup& pg, int id, State& st) {
   st.members.assign(ids.begin(), ids.end());
 }
 
+// This rank was declared failed by the others: it leaves quietly.
+struct Excluded {
+  std::string why;
+};
+
 struct Regrouped {
   std::vector<int> gone;     // ids of the ranks that failed
   std::vector<int> joiners;  // ids of the admitted joiners
@@ -165,8 +172,11 @@ Regrouped regroup(ProcessGroupPtr& pg, int id, State& st) {
       out.joiners.insert(out.joiners.end(), st.members.begin() + static_cast<std::ptrdiff_t>(survivors),
                          st.members.end());
       return out;
-    } catch (const PeerLostError&) {
-      // Lost another rank during the regroup: agree on it too.
+    } catch (const PeerLostError& e) {
+      // Lost another rank during the regroup: agree on it too; unless the
+      // survivors counted this rank among the failed (its connections broke
+      // and they could not tell it from a death): it is out of the group.
+      if (std::find(e.ranks().begin(), e.ranks().end(), pg->rank()) != e.ranks().end()) throw Excluded{e.what()};
     }
   }
 }
@@ -181,6 +191,11 @@ int main(int argc, char** argv) try {
   const LaunchEnv env = read_launch_env();
   auto pg = init_process_group(io);
   auto store = job_store();
+  if (env.rank == args.kill_rank && args.at_step == -1) {
+    // Dies while its group is still connecting (init runs in the background).
+    store->set("fault_tolerant_loop/killed_at", std::to_string(wall_ns()));
+    ::raise(SIGKILL);
+  }
   const int id = env.rank;
   const int world = env.world_size;
   const bool joiner = pg->epoch() > 0;  // admitted into a running group (sinew run respawned us)
@@ -292,6 +307,11 @@ int main(int argc, char** argv) try {
                "(started with {}, lost {}, joined {}), epoch {}{}\n",
                args.steps, pg->size(), world, lost, joined, pg->epoch(),
                recovery_ms > 0 ? fmt::format(", recovery took {:.1f} ms from the kill", recovery_ms) : "");
+  return 0;
+} catch (const Excluded& e) {
+  // Not a failure of the job (the others carry on): exit 0, so `sinew run
+  // --fault-tolerant` does not stop them.
+  fmt::print(stderr, "fault_tolerant_loop: this rank left the job: {}\n", e.why);
   return 0;
 } catch (const sinew::Error& e) {
   fmt::print(stderr, "fault_tolerant_loop: {}: {}\n", sinew::error_code_name(e.code()), e.what());

@@ -48,22 +48,37 @@ void merge_rank_set(Store& store, const std::string& key, const std::set<int>& a
 std::vector<int> agree_on_failed_ranks(const AgreementParty& p, std::set<int> failed, Deadline deadline) {
   const std::string base = fmt::format("ft/e{}", p.epoch);
   const std::string key = base + "/failed";
+  // Written once (compare_set), by the first survivor that sees every ack
+  // match: a survivor that starts late, or sees a later death, returns this
+  // same set; deaths after the decision are the next epoch's to handle.
+  const std::string decided_key = base + "/decided";
   auto ack_key = [&](int r) { return fmt::format("{}/ack/{}", base, r); };
+  auto declared_failed = [&](const std::set<int>& s) {
+    return PeerLostError(fmt::format("rank {} was declared failed by its peers in group '{}' epoch {}", p.rank,
+                                     p.group, p.epoch),
+                         {s.begin(), s.end()});
+  };
+  auto settle = [&](const Bytes& decided) {
+    std::set<int> s = decode_rank_set(to_string(decided));
+    if (s.count(p.rank)) throw declared_failed(s);
+    return std::vector<int>(s.begin(), s.end());
+  };
   std::map<int, Clock::time_point> waiting_since;
   for (;;) {
     if (deadline.expired())
       throw TimeoutError(fmt::format("agreement on failed ranks in group '{}' epoch {} did not finish; rank {} "
                                      "had {}", p.group, p.epoch, p.rank, encode_rank_set(failed)));
+    if (p.store.check({decided_key})) return settle(p.store.get(decided_key));
     // Merge mine into the shared record until it contains it.
     merge_rank_set(p.store, key, failed);
     {
       std::set<int> record = decode_rank_set(p.store.get_string(key));
       failed.insert(record.begin(), record.end());
     }
-    if (failed.count(p.rank))
-      throw PeerLostError(fmt::format("rank {} was declared failed by its peers in group '{}' epoch {}", p.rank,
-                                      p.group, p.epoch),
-                          {failed.begin(), failed.end()});
+    if (failed.count(p.rank)) {
+      if (p.store.check({decided_key})) return settle(p.store.get(decided_key));
+      throw declared_failed(failed);
+    }
     p.store.set(ack_key(p.rank), encode_rank_set(failed));
     // Wait for every survivor's ack.
     bool changed = false;
@@ -91,7 +106,10 @@ std::vector<int> agree_on_failed_ranks(const AgreementParty& p, std::set<int> fa
           changed = true;
           break;
         }
-        if (deadline.expired()) break;
+        if (deadline.expired() || p.store.check({decided_key})) {
+          changed = true;  // the top of the loop returns the decision
+          break;
+        }
         std::this_thread::sleep_for(Millis(1));
       }
     }
@@ -99,7 +117,7 @@ std::vector<int> agree_on_failed_ranks(const AgreementParty& p, std::set<int> fa
       // All acks matched. Re-read the record: a newer, larger set means
       // someone else is still deciding; they will see our ack differ.
       std::set<int> record = decode_rank_set(p.store.get_string(key));
-      if (record == failed) return {failed.begin(), failed.end()};
+      if (record == failed) return settle(p.store.compare_set(decided_key, {}, to_bytes(encode_rank_set(failed))));
       failed.insert(record.begin(), record.end());
     }
   }

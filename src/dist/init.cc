@@ -217,6 +217,16 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
     store = connect_store(env, options);
     g.store = make_prefix_store("default", store);
   }
+  if (store && env.launcher == "sinew") {
+    // sinew run --fault-tolerant records each worker it lost (run_job.cc).
+    g.lost_ranks = [store, world = env.world_size] {
+      std::vector<int> lost;
+      if (store->add("lost/count", 0) == 0) return lost;
+      for (int r = 0; r < world; ++r)
+        if (store->check({fmt::format("lost/{}", r)})) lost.push_back(r);
+      return lost;
+    };
+  }
   ProcessGroupPtr group;
   if (env.join) {
     g.rank = g.size = -1;

@@ -442,23 +442,37 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
                         TensorView::flat(mine.data(), DType::kI64, 2))
       ->wait();
   const std::string tag = fmt::format("{}/split{}", name_, subgroup_counter_++);
-  if (color < 0) return nullptr;
   std::vector<std::pair<int64_t, int>> members;
+  // Every color's membership is remembered on every rank, so subgroups can
+  // follow a reconfigure.
+  std::set<int64_t> colors;
   for (int r = 0; r < size_; ++r)
-    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
-  std::sort(members.begin(), members.end());
-  std::vector<int> ranks;
-  int new_rank = -1;
-  for (auto& [k, r] : members) {
-    if (r == rank_) new_rank = static_cast<int>(ranks.size());
-    ranks.push_back(r);
+    if (all[2 * r] >= 0) colors.insert(all[2 * r]);
+  std::shared_ptr<ProcessGroup> mine_child;
+  for (int64_t c : colors) {
+    std::vector<std::pair<int64_t, int>> members;
+    for (int r = 0; r < size_; ++r)
+      if (all[2 * r] == c) members.emplace_back(all[2 * r + 1], r);
+    std::sort(members.begin(), members.end());
+    std::vector<int> ranks;
+    int new_rank = -1;
+    for (auto& [k, r] : members) {
+      if (r == rank_) new_rank = static_cast<int>(ranks.size());
+      ranks.push_back(r);
+    }
+    const std::string desc = fmt::format("split of {} color {}", name_, c);
+    std::shared_ptr<ProcessGroup> child;
+    if (c == color) {
+      SINEW_CHECK_GE(new_rank, 0);
+      SINEW_DEBUG(kInit, "split of {} color {} key {}: ranks {} -> new rank {}", name_, color, key, ranks, new_rank);
+      trace_event(GroupEvent::kSplit, fmt::format("color {} key {}: ranks {}", color, key, ranks));
+      child = make_subgroup(ranks, new_rank, fmt::format("{}/c{}", tag, color));
+      if (child) child->set_trace_identity(desc, job_ranks_of(ranks));
+      mine_child = child;
+    }
+    remember_subgroup(std::move(ranks), desc, child);
   }
-  SINEW_CHECK_GE(new_rank, 0);
-  SINEW_DEBUG(kInit, "split of {} color {} key {}: ranks {} -> new rank {}", name_, color, key, ranks, new_rank);
-  trace_event(GroupEvent::kSplit, fmt::format("color {} key {}: ranks {}", color, key, ranks));
-  auto child = make_subgroup(ranks, new_rank, fmt::format("{}/c{}", tag, color));
-  if (child) child->set_trace_identity(fmt::format("split of {} color {}", name_, color), job_ranks_of(ranks));
-  return child;
+  return mine_child;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
@@ -480,11 +494,63 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
       throw InvalidArgument::make("ranks", fmt::format("{} on rank {}", ranks, rank_),
                                   fmt::format("the same list on every rank (rank {} passed a different one)", r));
   const std::string tag = fmt::format("{}/group{}", name_, subgroup_counter_++);
+  const std::string desc = fmt::format("new_group of {} {}", name_, ranks);
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
-  if (it == ranks.end()) return nullptr;
-  auto child = make_subgroup(ranks, static_cast<int>(it - ranks.begin()), tag);
-  if (child) child->set_trace_identity(fmt::format("new_group of {} {}", name_, ranks), job_ranks_of(ranks));
+  std::shared_ptr<ProcessGroup> child;
+  if (it != ranks.end()) {
+    child = make_subgroup(ranks, static_cast<int>(it - ranks.begin()), tag);
+    if (child) child->set_trace_identity(desc, job_ranks_of(ranks));
+  }
+  remember_subgroup(ranks, desc, child);
   return child;
+}
+
+void ProcessGroup::remember_subgroup(std::vector<int> ranks, std::string desc,
+                                     const std::shared_ptr<ProcessGroup>& child) {
+  recipes_.push_back(SubgroupRecipe{std::move(ranks), std::move(desc), child, child.get()});
+}
+
+void ProcessGroup::follow_subgroups(ProcessGroup& old, const std::vector<int>& survivors) {
+  std::map<int, int> renumber;  // old rank -> new rank
+  for (size_t i = 0; i < survivors.size(); ++i) renumber[survivors[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < old.recipes_.size(); ++i) {
+    const SubgroupRecipe& r = old.recipes_[i];
+    std::vector<int> kept;  // new-group ranks of the surviving members, in subgroup order
+    for (int m : r.ranks)
+      if (auto it = renumber.find(m); it != renumber.end()) kept.push_back(it->second);
+    std::shared_ptr<ProcessGroup> before = r.group.lock();
+    if (kept.empty()) {
+      if (r.id) successors_[r.id] = nullptr;
+      if (before) before->abort(fmt::format("none of its members survived the reconfigure of '{}'", name_));
+      continue;
+    }
+    std::shared_ptr<ProcessGroup> after;
+    if (kept.size() == r.ranks.size()) {
+      after = before;  // lost no member: kept as it is
+    } else {
+      auto me = std::find(kept.begin(), kept.end(), rank_);
+      if (me != kept.end()) {
+        // Tags of rebuilt subgroups cannot meet split()/new_group()'s in
+        // this epoch's namespace.
+        after = make_subgroup(kept, static_cast<int>(me - kept.begin()), fmt::format("{}/follow{}", name_, i));
+        if (after) after->set_trace_identity(fmt::format("{} (epoch {})", r.desc, epoch()), job_ranks_of(kept));
+      }
+      if (before)
+        before->abort(fmt::format("a member failed and group '{}' was reconfigured to epoch {}; its successor() "
+                                  "continues with {} of {} ranks", name_, epoch(), kept.size(), r.ranks.size()));
+    }
+    if (r.id) successors_[r.id] = after;
+    recipes_.push_back(SubgroupRecipe{std::move(kept), r.desc, after, after.get()});
+  }
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::successor(const ProcessGroup* old_subgroup) const {
+  auto it = successors_.find(old_subgroup);
+  if (it == successors_.end())
+    throw InvalidArgument::make("old_subgroup", old_subgroup ? "a group" : "nullptr",
+                                fmt::format("a subgroup this rank got from split() or new_group() of the group "
+                                            "that '{}' (epoch {}) was reconfigured from", name_, epoch()));
+  return it->second;
 }
 
 std::vector<int> ProcessGroup::job_ranks_of(const std::vector<int>& group_ranks) {

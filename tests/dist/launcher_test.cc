@@ -452,6 +452,33 @@ TEST(SinewRun, FaultTolerantMaxRestartsRespawnsAKilledWorkerAsAJoiner) {
       << l.out();
 }
 
+// A rank killed while its group is still initializing: the launcher records
+// it lost in the job store, the others' init fails with PeerLost naming it at
+// once (not after the group timeout), and they agree, shrink and finish; over
+// shared memory and over UCX (where a rank that published its address and
+// died must not make the healthy ranks tear down their own endpoints).
+class RankDyingDuringInit : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RankDyingDuringInit, OthersShrinkAndFinish) {
+  const std::string example = SINEW_BIN_DIR "/fault_tolerant_loop";
+  if (access(example.c_str(), X_OK) != 0)
+    GTEST_SKIP() << example << " is not built (SINEW_BUILD_EXAMPLES=OFF)";
+  for (int trial = 0; trial < 3; ++trial) {
+    Launcher l({"run", "--standalone", "--fault-tolerant", "--nproc-per-node", "4", example, "--kill-rank", "2",
+                "--at-step", "-1", "--steps", "30", "--admit-every", "0", "--elems", "256"},
+               {std::string("SINEW_TRANSPORT=") + GetParam(), "UCX_NET_DEVICES=lo", "SINEW_FR_BUFFER_SIZE=0"});
+    ASSERT_EQ(l.wait(seconds(60)), 0) << l.out() << l.err();
+    EXPECT_THAT(l.err(), HasSubstr("sinew run: rank 2 (pid"));
+    EXPECT_THAT(l.err(), HasSubstr("attempt 0 succeeded"));
+    EXPECT_THAT(rank_lines(l.out(), 0),
+                ::testing::Contains(HasSubstr("done: 30 steps, every average exact, weights identical on every rank; "
+                                              "final world size 3 (started with 4, lost [2], joined [])")))
+        << l.out() << l.err();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RankDyingDuringInit, ::testing::Values("shm", "ucx"));
+
 TEST(SinewRun, UnderscoreSpellingsAndPetEnvironment) {
   Launcher l({"run", "--rdzv_id", "job7", "--master_addr", "127.0.0.1", "--max_restarts", "0",
               "--local_ranks_filter", "0,1", "--store-token", "tok123", "--backend", "gloo",

@@ -38,6 +38,7 @@ TEST(ReconfigureLeaks, ThousandCyclesLeaveNoFdsSegmentsOrMemory) {
   auto store = make_memory_store();
   std::barrier sync(W);
   int fds_before = 0, shm_before = 0;
+  int64_t keys_warm = 0;
   long rss_warm = 0;
   sinew::testing::run_ranks(W, [&](int r) {
     GroupOptions o;
@@ -53,6 +54,7 @@ TEST(ReconfigureLeaks, ThousandCyclesLeaveNoFdsSegmentsOrMemory) {
           fds_before = count_entries("/proc/self/fd");
           shm_before = count_entries("/dev/shm", "sinew-");
           rss_warm = rss_kib();
+          keys_warm = store->num_keys();
         }
         sync.arrive_and_wait();
       }
@@ -63,13 +65,18 @@ TEST(ReconfigureLeaks, ThousandCyclesLeaveNoFdsSegmentsOrMemory) {
       ASSERT_EQ(v, W);
       ASSERT_EQ(pg->epoch(), static_cast<uint64_t>(c + 1));
     }
+    // Rank 0's init of each epoch (which drops epoch e-2's keys) was over
+    // before its allreduce ran.
     pg.reset();
   });
+  // Each epoch drops the keys of the one two before it: the store holds a
+  // bounded number of keys however many cycles ran.
+  EXPECT_LE(store->num_keys(), keys_warm + 20) << "store keys grew from " << keys_warm << " after " << kWarm
+                                                << " cycles to " << store->num_keys() << " after " << kCycles;
   EXPECT_LE(count_entries("/proc/self/fd"), fds_before) << "file descriptors leaked";
   EXPECT_EQ(count_entries("/dev/shm", "sinew-"), shm_before) << "shared-memory segments leaked";
 #ifndef __SANITIZE_ADDRESS__
-  // The job store grows by a few keys per epoch (agreement records); a leaked
-  // group would hold megabytes of mapped segments per cycle. (Under ASan the
+  // A leaked group would hold megabytes of mapped segments per cycle. (Under ASan the
   // allocator's quarantine inflates RSS by design; LeakSanitizer checks leaks
   // at exit there instead.)
   EXPECT_LT(rss_kib() - rss_warm, 64 * 1024) << "RSS grew by more than 64 MiB over " << kCycles << " cycles";

@@ -207,6 +207,25 @@ TYPED_TEST(StoreTest, DeleteKey) {
   EXPECT_EQ(s.add("k", 3), 3);  // a deleted counter starts again at 0
 }
 
+TYPED_TEST(StoreTest, DeletePrefixDropsExactlyTheKeysUnderIt) {
+  auto& s = *this->store;
+  for (const char* k : {"e1/a", "e1/b/c", "e10/a", "e1", "ft/e1/x", "e2/a", "d"}) s.set(k, "v");
+  EXPECT_EQ(s.delete_prefix("e1/"), 2);  // not "e10/a", "e1" or "ft/e1/x"
+  EXPECT_FALSE(s.check({"e1/a"}));
+  EXPECT_FALSE(s.check({"e1/b/c"}));
+  EXPECT_TRUE(s.check({"e10/a", "e1", "ft/e1/x", "e2/a", "d"}));
+  EXPECT_EQ(s.num_keys(), 5);
+  EXPECT_EQ(s.delete_prefix("e1/"), 0);
+  EXPECT_EQ(s.delete_prefix("zz"), 0);
+  try {
+    s.delete_prefix("");
+    ADD_FAILURE() << "an empty prefix (every key) was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("prefix"));
+  }
+  EXPECT_EQ(s.num_keys(), 5);
+}
+
 TYPED_TEST(StoreTest, MultiSetAndMultiGet) {
   auto& s = *this->store;
   s.multi_set({"x", "y", "z"}, {to_bytes("1"), Bytes{}, to_bytes("three")});

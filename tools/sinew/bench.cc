@@ -107,7 +107,7 @@ void add_bench_command(CLI::App& app, int& rc) {
   auto* rec = bench->add_subcommand(
       "recovery",
       "Cost of a rank's death: sinew's detect, revoke, agree and shrink phases beside restarting every worker "
-      "(torchrun-style)");
+      "(torchrun-style); admitting a new process (grow); what detection costs an 8 B allreduce");
   rec->add_option("--csv", ro->csv, "append rows suite,case,impl,metric,value,unit to FILE");
   rec->add_option("--ws,--world-size", ro->worlds, "comma list of world sizes, each at least 2 (default 4,2)");
   rec->add_option("--trials", ro->trials, "trials per world size (median and max reported)")
@@ -134,6 +134,12 @@ void add_bench_command(CLI::App& app, int& rc) {
     report.print_table("ms", false);
     fmt::print("\n");
     report.print_table("ms_max", false);
+    fmt::print("\n");
+    report.print_table("us", false);
+    fmt::print("\n");
+    report.print_table("us_min", false);
+    fmt::print("\n");
+    report.print_table("overhead_pct", false);
     if (!ro->csv.empty()) report.write_csv(ro->csv);
     rc = failed == 0 ? 0 : 1;
   });
@@ -142,7 +148,7 @@ void add_bench_command(CLI::App& app, int& rc) {
   auto rw = std::make_shared<bench::RecoveryConfig>();
   auto* rworker = app.add_subcommand("bench-recovery-worker", "");
   rworker->group("");  // hidden from --help
-  rworker->add_option("--mode", rw->mode)->required()->check(CLI::IsMember({"sinew", "doomed", "fresh"}));
+  rworker->add_option("--mode", rw->mode)->required()->check(CLI::IsMember({"sinew", "doomed", "fresh", "grow", "latency"}));
   rworker->add_option("--victim", rw->victim)->required();
   rworker->add_option("--timeout-s", rw->trial_timeout_s);
   rworker->callback([rw, &rc] { rc = bench::run_recovery_worker(*rw); });

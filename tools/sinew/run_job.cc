@@ -84,7 +84,8 @@ class Rendezvous {
     // Other nodes may start before node 0 listens: retry, staying responsive to signals.
     for (;;) {
       try {
-        store_ = dist::make_prefix_store("sinew_run/" + c.run_id, dist::make_tcp_store(o));
+        raw_ = dist::make_tcp_store(o);
+        store_ = dist::make_prefix_store("sinew_run/" + c.run_id, raw_);
         break;
       } catch (const RecoverableError& e) {
         if (deadline.expired())
@@ -143,6 +144,18 @@ class Rendezvous {
   }
 
   // The first failure of an attempt, anywhere, as "<rank> <exit code>".
+  // A worker lost to a signal under --fault-tolerant, told to the workers
+  // in their own key space (init.cc's "worker/attempt_<n>/"): one still
+  // initializing its group fails init at once instead of waiting for it.
+  void report_lost(int attempt, int rank, const std::string& why) {
+    try {
+      raw_->set(fmt::format("worker/attempt_{}/lost/{}", attempt, rank), why);
+      raw_->add(fmt::format("worker/attempt_{}/lost/count", attempt), 1);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "sinew run: could not record rank %d as lost in the store: %s\n", rank, e.what());
+    }
+  }
+
   void report_failure(int attempt, int rank, int code) {
     if (c_.nnodes == 1) return;
     store_->compare_set(key(attempt, "failed"), {},
@@ -188,7 +201,8 @@ class Rendezvous {
   SignalWatch& signals_;
   int port_;
   std::unique_ptr<dist::TcpStoreServer> server_;
-  dist::StorePtr store_;
+  dist::StorePtr raw_;    // the whole TCP store (workers' key spaces)
+  dist::StorePtr store_;  // the launchers' own, "sinew_run/<run id>/"
 };
 
 // What ended an attempt.
@@ -351,6 +365,7 @@ class Job {
         if (succeeded(r)) continue;
         if (c_.fault_tolerant && WIFSIGNALED(r.wait_status)) {
           lost_.push_back(i);
+          rdzv.report_lost(attempt, r.rank, describe_wait_status(r.wait_status));
           std::fprintf(stderr,
                        "sinew run: rank %d (pid %d) lost: %s; --fault-tolerant: the other workers "
                        "continue\n",

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -103,6 +104,14 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   virtual std::string reconfigure_handle() const;
   virtual std::shared_ptr<ProcessGroup> reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
                                                     Millis timeout);
+  // Subgroups made by split() and new_group() follow reconfigure(Deadline):
+  // the new group rebuilds each one that lost a member (its surviving
+  // members, in their old order, in the new epoch's namespace; the old one
+  // is aborted) and keeps the others as they are. What became of
+  // `old_subgroup`, a subgroup of the group this one was reconfigured from:
+  // the same group, its rebuilt successor, or nullptr when none of its
+  // members survived. InvalidArgument when it was not such a subgroup.
+  std::shared_ptr<ProcessGroup> successor(const ProcessGroup* old_subgroup) const;
   // The group's error state, as PyTorch's error query reports it.
   enum class ErrorState { kSuccess, kTimeout, kCommError };
   ErrorState error_state() const { return error_state_.load(); }
@@ -164,6 +173,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // with another list is InvalidArgument) and returns this rank's new number.
   static int claim_reconfigure(Store& store, const std::string& uuid, const std::vector<std::string>& handles,
                                const std::string& mine);
+  // Called by a backend's reconfigure(Deadline) on the group it built from
+  // `old` (survivors: old ranks in new-rank order): rebuilds or keeps old's
+  // subgroups (see successor()). Every survivor calls it, so every member
+  // of a rebuilt subgroup creates it with the same tag.
+  void follow_subgroups(ProcessGroup& old, const std::vector<int>& survivors);
 
  private:
   std::mutex hooks_mu_;
@@ -187,6 +201,17 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::string name_;
   Millis timeout_;
   uint64_t subgroup_counter_ = 0;
+  // How each subgroup was made (on every rank, members or not), so it can
+  // follow a reconfigure.
+  struct SubgroupRecipe {
+    std::vector<int> ranks;  // this group's ranks, in the subgroup's rank order
+    std::string desc;
+    std::weak_ptr<ProcessGroup> group;  // null on non-members
+    const ProcessGroup* id = nullptr;
+  };
+  std::vector<SubgroupRecipe> recipes_;
+  std::map<const ProcessGroup*, std::shared_ptr<ProcessGroup>> successors_;
+  void remember_subgroup(std::vector<int> ranks, std::string desc, const std::shared_ptr<ProcessGroup>& child);
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
@@ -200,6 +225,11 @@ struct GroupOptions {
   Millis timeout{600'000};
   // sinew backend: auto (shared memory on one host, UCX between hosts), shm, ucx.
   std::string transport = "auto";
+  // Ranks of this group its launcher saw die (sinew run --fault-tolerant
+  // records them in the job store); polled while the group initializes, so
+  // a rank that dies before joining fails init with PeerLostError naming it
+  // at once instead of a timeout. init_process_group sets it.
+  std::function<std::vector<int>()> lost_ranks;
 };
 
 // Creates a group; init (rendezvous, connections) continues in the

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ class Store {
   virtual bool check(const std::vector<std::string>& keys) = 0;
   // Returns whether the key existed.
   virtual bool delete_key(const std::string& key) = 0;
+  // Deletes every key that starts with `prefix` (non-empty) and returns how
+  // many there were; fault tolerance uses it to drop a finished epoch's keys.
+  virtual int64_t delete_prefix(const std::string& prefix) = 0;
   // Waits for all keys and returns their values in order.
   virtual std::vector<Bytes> multi_get(const std::vector<std::string>& keys);
   virtual void multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values);
@@ -68,9 +72,10 @@ class Store {
 using StorePtr = std::shared_ptr<Store>;
 
 // Waits for `keys` until `deadline`, in slices of at most 100 ms so that a
-// set `abort_flag` ends the wait promptly with AbortedError.
+// set `abort_flag` ends the wait promptly with AbortedError; `between`, when
+// given, runs after each slice and may end the wait by throwing.
 void wait_keys(Store& store, const std::vector<std::string>& keys, Deadline deadline,
-               const std::atomic<bool>* abort_flag);
+               const std::atomic<bool>* abort_flag, const std::function<void()>& between = {});
 
 // An in-process store (threads as ranks in tests).
 StorePtr make_memory_store();

@@ -124,14 +124,18 @@ class GlooProcessGroup final : public ProcessGroup {
   std::shared_ptr<ProcessGroup> reconfigure(Deadline deadline) override {
     auto failed = agree_on_failures(deadline);
     int new_rank = 0, n = 0;
+    std::vector<int> survivors;
     for (int r = 0; r < size(); ++r) {
       if (std::binary_search(failed.begin(), failed.end(), r)) continue;
       if (r == rank()) new_rank = n;
+      survivors.push_back(r);
       ++n;
     }
     SINEW_WARN(kFt, "gloo group '{}' epoch {}: failed ranks {}; rank {} continues as rank {} of {}", name(), epoch_,
                failed, rank(), new_rank, n);
-    return std::make_shared<GlooProcessGroup>(root_, new_rank, n, name(), timeout(), epoch_ + 1);
+    auto next = std::make_shared<GlooProcessGroup>(root_, new_rank, n, name(), timeout(), epoch_ + 1);
+    next->follow_subgroups(*this, survivors);
+    return next;
   }
 
   // Wakes a send/recv in flight, so joining the worker is prompt unless a

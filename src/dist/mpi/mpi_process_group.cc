@@ -6,7 +6,16 @@
 // polls with MPI_Testall, so the group timeout and abort() are honoured.
 // When an op fails that way, receives are cancelled, but MPI cannot cancel a
 // collective: it stays pending, MPI may still write into its buffers, and
-// the group's communicator is unusable; re-create the group (or the job).
+// the group's communicator is unusable; reconfigure() builds a new one
+// (mpi_recovery.h).
+//
+// Failure detection without ULFM: the ranks exchange pids at init, and a
+// wait checks the pids of its peers on this host every 20 ms. A dead peer
+// revokes the group: the op fails with PeerLostError and so does every later
+// op, at once; the survivors then agree on the failed set and reconfigure().
+// Plain mpirun kills the whole job when a rank dies; survivors only live on
+// under `mpirun --enable-recovery`. A rank on another host that dies is not
+// seen (nothing reports it without ULFM): ops time out instead.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -16,8 +25,16 @@
 #include <cstring>
 #include <thread>
 
+#include <unistd.h>
+
+#include <charconv>
+#include <mutex>
+#include <set>
+
 #include "dist/backend_util.h"
 #include "dist/op_queue.h"
+#include "dist/process_identity.h"
+#include "mpi_recovery.h"
 #include "mpi_runtime.h"
 #include "sinew/core/check.h"
 #include "sinew/core/log.h"
@@ -39,48 +56,48 @@ int subgroup_tag(const std::string& tag) {
   return static_cast<int>(h & 0x7fff);
 }
 
-// Polling backs off from yielding to short sleeps: latency for short ops,
-// little CPU for long ones, abort() seen within a millisecond.
-class Backoff {
- public:
-  void pause() {
-    if (++polls_ < 64) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-
- private:
-  int polls_ = 0;
-};
-
 class MpiProcessGroup final : public ProcessGroup {
  public:
-  // A group over all of MPI_COMM_WORLD. The duplicate is started here, on
-  // the caller's thread: collective calls on one communicator must come in
-  // the same order on every rank, which program order guarantees and racing
-  // worker threads of several world groups would not. The init step awaits it.
+  // A group over all of MPI_COMM_WORLD. The duplicates (the group's and the
+  // lineage's base for reconfigure) are started here, on the caller's
+  // thread: collective calls on one communicator must come in the same order
+  // on every rank, which program order guarantees and racing worker threads
+  // of several world groups would not. The init step awaits them and
+  // exchanges pids and hosts for failure detection.
   MpiProcessGroup(int rank, int size, std::string name, Millis timeout)
       : ProcessGroup(rank, size, std::move(name), timeout),
+        members_(identity(size)),
         queue_(std::make_unique<OpQueue>(fmt::format("mpi:{}", this->name()))) {
-    MPI_Request req = MPI_REQUEST_NULL;
+    std::vector<MPI_Request> reqs(2, MPI_REQUEST_NULL);
     {
       mpi::Lock lock;
-      mpi::check(MPI_Comm_idup(MPI_COMM_WORLD, &pending_comm_, &req), "MPI_Comm_idup(MPI_COMM_WORLD)");
+      mpi::check(MPI_Comm_idup(MPI_COMM_WORLD, &pending_comm_, &reqs[0]), "MPI_Comm_idup(MPI_COMM_WORLD)");
+      mpi::check(MPI_Comm_idup(MPI_COMM_WORLD, &pending_base_, &reqs[1]), "MPI_Comm_idup(MPI_COMM_WORLD)");
     }
     const Deadline deadline = Deadline::after(timeout);
-    queue_->post_init([this, req, deadline] {
-      std::vector<MPI_Request> reqs{req};
-      wait_requests(reqs, deadline, fmt::format("init of mpi group '{}' (MPI_Comm_idup)", this->name()));
-      mpi::Lock lock;
-      mpi::check(MPI_Comm_set_errhandler(pending_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    queue_->post_init([this, reqs, deadline]() mutable {
+      const std::string what = fmt::format("init of mpi group '{}'", this->name());
+      wait_requests(reqs, deadline, what + " (MPI_Comm_idup)");
+      {
+        mpi::Lock lock;
+        mpi::check(MPI_Comm_set_errhandler(pending_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+        mpi::check(MPI_Comm_set_errhandler(pending_base_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      }
       comm_ = pending_comm_;
+      lineage_ = exchange_identities(deadline, what);
       SINEW_INFO(kInit, "mpi group '{}': rank {} of {} ready", this->name(), this->rank(), this->size());
     });
   }
 
-  // A group over a communicator made by make_subgroup.
-  MpiProcessGroup(MPI_Comm comm, int rank, int size, std::string name, Millis timeout)
-      : ProcessGroup(rank, size, std::move(name), timeout),
+  // A group over a communicator made by make_subgroup or reconfigure;
+  // members[r] is the world rank of its rank r.
+  MpiProcessGroup(MPI_Comm comm, int rank, std::string name, Millis timeout, std::shared_ptr<mpi::Lineage> lineage,
+                  std::vector<int> members, uint64_t epoch)
+      : ProcessGroup(rank, static_cast<int>(members.size()), std::move(name), timeout),
         comm_(comm),
+        lineage_(std::move(lineage)),
+        members_(std::move(members)),
+        epoch_(epoch),
         queue_(std::make_unique<OpQueue>(fmt::format("mpi:{}", this->name()))) {}
 
   ~MpiProcessGroup() override {
@@ -110,6 +127,111 @@ class MpiProcessGroup final : public ProcessGroup {
 
   Status init_status() const override { return queue_->init_status(); }
   void wait_ready(Deadline deadline) override { queue_->wait_init(deadline); }
+
+  uint64_t epoch() const override { return epoch_; }
+
+  // Rounds of exchanges among the presumed survivors on the lineage's base
+  // communicator: each sends the failed set it knows; a round in which every
+  // set equals one's own decides it (every member saw the same messages),
+  // otherwise the union goes to the next round. A peer found dead while
+  // awaited ends the round early with it added.
+  std::vector<int> agree_on_failures(Deadline deadline) override {
+    wait_ready(deadline);
+    std::set<int> failed = known_failed();
+    for (int r = 0; r < size(); ++r)
+      if (r != rank() && lineage_->dead(members_[r])) failed.insert(r);
+    const uint64_t seed = mpi::hash_of(fmt::format("agree|{}|{}|{}", name(), epoch_, members_));
+    for (uint64_t round = 0;; ++round) {
+      const std::vector<uint64_t> mine = encode(failed);
+      std::vector<int> peers;
+      for (int r = 0; r < size(); ++r)
+        if (r != rank() && !failed.count(r)) peers.push_back(members_[r]);
+      auto x = mpi::exchange(*lineage_, peers, mpi::agreement_tag(mpi::hash_of(std::to_string(round), seed)), mine,
+                             deadline,
+                             fmt::format("agreeing on the failed ranks of mpi group '{}' epoch {} (rank {} of {}, "
+                                         "round {})", name(), epoch_, rank(), size(), round));
+      for (int w : x.dead) failed.insert(group_rank_of(w));
+      if (!x.dead.empty()) continue;
+      bool same = true;
+      for (const auto& got : x.got) {
+        same &= got == mine;
+        for (int r : decode(got)) failed.insert(r);
+      }
+      if (!same) continue;
+      // Failures are pids seen gone: a live rank is never in the set.
+      if (failed.count(rank()))
+        throw InternalError(fmt::format("mpi group '{}': the survivors count rank {} (alive) as failed", name(),
+                                        rank()));
+      revoke(failed);
+      return {failed.begin(), failed.end()};
+    }
+  }
+
+  // Survivors keep their order; the new group has the next epoch.
+  std::shared_ptr<ProcessGroup> reconfigure(Deadline deadline) override {
+    const auto failed = agree_on_failures(deadline);
+    std::vector<int> members;
+    int new_rank = 0;
+    for (int r = 0; r < size(); ++r) {
+      if (std::binary_search(failed.begin(), failed.end(), r)) continue;
+      if (r == rank()) new_rank = static_cast<int>(members.size());
+      members.push_back(members_[r]);
+    }
+    const std::string what = fmt::format("reconfigure of mpi group '{}' epoch {} (rank {} of {})", name(), epoch_,
+                                         rank(), size());
+    MPI_Comm comm = MPI_COMM_NULL;
+    try {
+      comm = mpi::build_comm(*lineage_, members,
+                             mpi::hash_of(fmt::format("auto|{}|{}|{}|{}", name(), epoch_, members_, failed)),
+                             deadline, what);
+    } catch (const PeerLostError& e) {
+      // A survivor died after the agreement: the next reconfigure() leaves it out.
+      std::set<int> lost;
+      for (int i : e.ranks()) lost.insert(group_rank_of(members[i]));
+      revoke(lost);
+      throw PeerLostError(fmt::format("{}; call reconfigure() again", e.what()), {lost.begin(), lost.end()});
+    }
+    if (failed.empty())
+      SINEW_INFO(kFt, "mpi group '{}' epoch {}: no failed ranks; rank {} continues as rank {} of {}", name(), epoch_,
+                 rank(), new_rank, members.size());
+    else
+      SINEW_WARN(kFt, "mpi group '{}' epoch {}: failed ranks {}; rank {} continues as rank {} of {}", name(), epoch_,
+                 failed, rank(), new_rank, members.size());
+    return std::make_shared<MpiProcessGroup>(comm, new_rank, name(), timeout(), lineage_, std::move(members),
+                                             epoch_ + 1);
+  }
+
+  // Names the process (world rank and pid), so handles from any group of
+  // the job resolve to the same member.
+  std::string reconfigure_handle() const override {
+    return fmt::format("mpi|{}|w{}|pid{}", name(), members_[rank()], ::getpid());
+  }
+
+  std::shared_ptr<ProcessGroup> reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
+                                            Millis timeout) override {
+    const Deadline deadline = Deadline::after(timeout);
+    wait_ready(deadline);
+    SINEW_ARG_CHECK(!uuid.empty() && uuid.find('/') == std::string::npos, "uuid", fmt::format("'{}'", uuid),
+                    "a non-empty id without '/'");
+    std::vector<int> members;
+    for (const auto& h : handles) members.push_back(world_rank_of_handle(h));
+    const int me = lineage_->world_rank();
+    const auto it = std::find(members.begin(), members.end(), me);
+    SINEW_ARG_CHECK(it != members.end(), "handles", fmt::format("{}", handles),
+                    fmt::format("a list containing this rank's handle '{}'", reconfigure_handle()));
+    SINEW_ARG_CHECK(std::set<int>(members.begin(), members.end()).size() == members.size(), "handles",
+                    fmt::format("{}", handles), "each rank's handle once");
+    if (!lineage_->claim(uuid))
+      throw InvalidArgument::make("uuid", fmt::format("'{}'", uuid),
+                                  "a uuid not used before (this process already reconfigured with it; pass a "
+                                  "fresh one)");
+    const int new_rank = static_cast<int>(it - members.begin());
+    const std::string what = fmt::format("reconfigure '{}' of mpi group '{}' (rank {} of {} -> rank {} of {})", uuid,
+                                         name(), rank(), size(), new_rank, members.size());
+    MPI_Comm comm = mpi::build_comm(*lineage_, members, mpi::hash_of("uuid|" + uuid), deadline, what);
+    return std::make_shared<MpiProcessGroup>(comm, new_rank, name(), timeout, lineage_, std::move(members),
+                                             epoch_ + 1);
+  }
 
  protected:
   void do_allreduce(const WorkPtr& work, const TensorView& t, const ReduceOp& op) override {
@@ -286,8 +408,9 @@ class MpiProcessGroup final : public ProcessGroup {
       mpi::check(MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     });
     work->wait();
-    return std::make_shared<MpiProcessGroup>(*comm, new_rank, static_cast<int>(ranks.size()), tag,
-                                             timeout());
+    std::vector<int> members;
+    for (int r : ranks) members.push_back(members_[r]);
+    return std::make_shared<MpiProcessGroup>(*comm, new_rank, tag, timeout(), lineage_, std::move(members), 0);
   }
 
  private:
@@ -303,7 +426,20 @@ class MpiProcessGroup final : public ProcessGroup {
       if (deadline.expired())
         throw TimeoutError(fmt::format("{} waited behind earlier operations past the group timeout "
                                        "({} ms)", what, timeout().count()));
-      body(deadline, what);
+      if (auto failed = known_failed(); !failed.empty())
+        throw PeerLostError(fmt::format("{}: the group was revoked: rank(s) {} failed; agree on the failed set "
+                                        "and reconfigure() to continue with the survivors",
+                                        what, std::vector<int>(failed.begin(), failed.end())),
+                            std::vector<int>(failed.begin(), failed.end()));
+      try {
+        body(deadline, what);
+      } catch (const PeerLostError&) {
+        error_state_.store(ErrorState::kCommError);
+        throw;
+      } catch (const TimeoutError&) {
+        error_state_.store(ErrorState::kTimeout);
+        throw;
+      }
     });
   }
 
@@ -323,7 +459,10 @@ class MpiProcessGroup final : public ProcessGroup {
   void wait_requests(std::vector<MPI_Request>& reqs, Deadline deadline, const std::string& what,
                      const std::vector<bool>* p2p_is_recv = nullptr) {
     std::vector<MPI_Status> statuses(reqs.size());
-    Backoff backoff;
+    mpi::Backoff backoff;
+    // Peers found dead at the last poll: what they sent before dying is
+    // still delivered, so the op gets one more test before it fails.
+    std::vector<int> dead;
     for (;;) {
       int done = 0;
       {
@@ -339,16 +478,24 @@ class MpiProcessGroup final : public ProcessGroup {
         }
       }
       if (done) return;
-      if (aborted_ || deadline.expired()) {
+      if (aborted_ || deadline.expired() || !dead.empty()) {
         if (p2p_is_recv) {
           mpi::Lock lock;
           release_p2p(reqs, *p2p_is_recv);
         }
         if (aborted_) throw AbortedError(fmt::format("{}: the group was aborted", what));
+        if (!dead.empty()) {
+          revoke({dead.begin(), dead.end()});
+          throw PeerLostError(fmt::format("{}: rank(s) {} died (their processes on this host are gone); the "
+                                          "group is revoked: agree on the failed set and reconfigure()",
+                                          what, dead),
+                              dead);
+        }
         throw TimeoutError(fmt::format("{} did not complete within the group timeout ({} ms)", what,
                                        timeout().count()));
       }
-      backoff.pause();
+      dead = dead_peers();
+      if (dead.empty()) backoff.pause();
     }
   }
 
@@ -361,8 +508,99 @@ class MpiProcessGroup final : public ProcessGroup {
     }
   }
 
+  static std::vector<int> identity(int n) {
+    std::vector<int> v(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) v[i] = i;
+    return v;
+  }
+
+  // Init step of a world group: every rank's pid and host, for the lineage.
+  std::shared_ptr<mpi::Lineage> exchange_identities(Deadline deadline, const std::string& what) {
+    const std::vector<uint64_t> mine{static_cast<uint64_t>(::getpid()), mpi::hash_of(host_identity())};
+    std::vector<uint64_t> all(2 * static_cast<size_t>(size()));
+    std::vector<MPI_Request> reqs(1, MPI_REQUEST_NULL);
+    {
+      mpi::Lock lock;
+      mpi::check(MPI_Iallgather(mine.data(), 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm_, &reqs[0]),
+                 what + " (MPI_Iallgather of pids)");
+    }
+    wait_requests(reqs, deadline, what + " (MPI_Iallgather of pids)");
+    std::vector<pid_t> pids;
+    std::vector<uint64_t> hosts;
+    for (int r = 0; r < size(); ++r) {
+      pids.push_back(static_cast<pid_t>(all[2 * r]));
+      hosts.push_back(all[2 * r + 1]);
+    }
+    return std::make_shared<mpi::Lineage>(pending_base_, std::move(pids), hosts);
+  }
+
+  // The world rank a handle names; InvalidArgument unless it is a handle of
+  // a live process of this job.
+  int world_rank_of_handle(const std::string& h) const {
+    const std::string expected = "a handle from reconfigure_handle() of an mpi group of this job "
+                                 "('mpi|<name>|w<world rank>|pid<pid>')";
+    const size_t w = h.rfind("|w"), p = h.rfind("|pid");
+    SINEW_ARG_CHECK(h.rfind("mpi|", 0) == 0 && w != std::string::npos && p != std::string::npos && w < p,
+                    "handles", fmt::format("'{}'", h), expected);
+    int world = -1;
+    long pid = -1;
+    const char* end = h.data() + h.size();
+    auto [wend, wec] = std::from_chars(h.data() + w + 2, h.data() + p, world);
+    auto [pend, pec] = std::from_chars(h.data() + p + 4, end, pid);
+    SINEW_ARG_CHECK(wec == std::errc() && wend == h.data() + p && pec == std::errc() && pend == end &&
+                        world >= 0 && world < lineage_->world_size() && lineage_->pid(world) == pid,
+                    "handles", fmt::format("'{}'", h), expected);
+    return world;
+  }
+
+  int group_rank_of(int world) const {
+    return static_cast<int>(std::find(members_.begin(), members_.end(), world) - members_.begin());
+  }
+
+  // The failed set as a bitmask over this group's ranks.
+  std::vector<uint64_t> encode(const std::set<int>& ranks) const {
+    std::vector<uint64_t> bits(static_cast<size_t>(size() + 63) / 64);
+    for (int r : ranks) bits[r / 64] |= uint64_t{1} << (r % 64);
+    return bits;
+  }
+  std::set<int> decode(const std::vector<uint64_t>& bits) const {
+    std::set<int> out;
+    for (int r = 0; r < size(); ++r)
+      if (bits[r / 64] >> (r % 64) & 1) out.insert(r);
+    return out;
+  }
+
+  std::set<int> known_failed() {
+    std::lock_guard<std::mutex> g(failed_mu_);
+    return known_failed_;
+  }
+  void revoke(const std::set<int>& failed) {
+    if (failed.empty()) return;
+    error_state_.store(ErrorState::kCommError);
+    std::lock_guard<std::mutex> g(failed_mu_);
+    known_failed_.insert(failed.begin(), failed.end());
+  }
+
+  // Peers on this host whose process is gone; checked every 20 ms at most.
+  std::vector<int> dead_peers() {
+    std::vector<int> dead;
+    if (!lineage_ || Clock::now() < next_liveness_check_) return dead;
+    next_liveness_check_ = Clock::now() + std::chrono::milliseconds(20);
+    for (int r = 0; r < size(); ++r)
+      if (r != rank() && lineage_->dead(members_[r])) dead.push_back(r);
+    return dead;
+  }
+
   MPI_Comm pending_comm_ = MPI_COMM_NULL;  // written by MPI_Comm_idup until init completes
+  MPI_Comm pending_base_ = MPI_COMM_NULL;  // likewise, for the lineage
   MPI_Comm comm_ = MPI_COMM_NULL;          // used on the worker only
+  // Set by init (world groups) or the constructor; read after init.
+  std::shared_ptr<mpi::Lineage> lineage_;
+  std::vector<int> members_;  // world rank of each rank
+  uint64_t epoch_ = 0;
+  std::mutex failed_mu_;
+  std::set<int> known_failed_;
+  Clock::time_point next_liveness_check_{};  // worker only
   std::unique_ptr<OpQueue> queue_;
 };
 

@@ -9,8 +9,10 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "sinew/dist/reduce_op.h"
 
@@ -42,5 +44,18 @@ MPI_Datatype datatype(DType dtype);
 // reduce_pair (narrow floats, bool). `kind` is a wire kind (see wire_kind).
 MPI_Op reduce_op(DType dtype, ReduceKind kind);
 int tag_upper_bound();
+
+// Polling backs off from yielding to short sleeps: latency for short ops,
+// little CPU for long ones, abort() seen within a millisecond.
+class Backoff {
+ public:
+  void pause() {
+    if (++polls_ < 64) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+
+ private:
+  int polls_ = 0;
+};
 
 }  // namespace sinew::dist::mpi

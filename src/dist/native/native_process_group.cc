@@ -67,16 +67,34 @@ std::vector<std::string> split_ids(const std::string& list) {
   return ids;
 }
 
+// A process's liveness hint, "<pid>@<host identity>": on that host, a pid
+// that is gone means the process died.
+const std::string& this_host() {
+  static const std::string h = host_identity();
+  return h;
+}
+std::string my_hint() { return fmt::format("{}@{}", ::getpid(), this_host()); }
+bool hint_dead(const std::string& hint) {
+  const size_t at = hint.find('@');
+  if (at == std::string::npos || at == 0 || hint.compare(at + 1, std::string::npos, this_host()) != 0) return false;
+  return !process_alive(static_cast<pid_t>(std::stol(hint.substr(0, at))));
+}
+
 class NativeProcessGroup final : public ProcessGroup {
  public:
   // `root` is the group's namespace in the job store; each epoch works
   // under "<root>/e<epoch>".
+  // `hints` (may be empty): each rank's liveness hint from before this group
+  // existed, so a rank that dies before it even starts init is seen.
   NativeProcessGroup(StorePtr root, int rank, int size, std::string name, Millis timeout, std::string transport,
-                     uint64_t epoch = 0)
+                     uint64_t epoch = 0, std::vector<std::string> hints = {},
+                     std::function<std::vector<int>()> lost_ranks = {})
       : ProcessGroup(rank, size, name, timeout),
+        lost_ranks_(std::move(lost_ranks)),
         root_(root),
         store_(root ? make_prefix_store(fmt::format("e{}", epoch), root) : nullptr),
         epoch_(epoch),
+        hints_(std::move(hints)),
         transport_choice_(std::move(transport)),
         queue_("sinew:" + name) {
     if (transport_choice_ == "auto" && kTransport.get() != "auto") transport_choice_ = kTransport.get();
@@ -108,9 +126,7 @@ class NativeProcessGroup final : public ProcessGroup {
   uint64_t epoch() const override { return epoch_; }
 
   std::vector<int> agree_on_failures(Deadline deadline) override {
-    AgreementParty party{*root_, name(), epoch_, rank(), size(), [this](int r) {
-                           return shm_ready_.load() && !shm_->peer_alive(r);
-                         }};
+    AgreementParty party{*root_, name(), epoch_, rank(), size(), [this](int r) { return known_dead(r); }};
     return agree_on_failed_ranks(party, local_failed_view(), deadline);
   }
 
@@ -122,7 +138,11 @@ class NativeProcessGroup final : public ProcessGroup {
     for (int r = 0; r < size(); ++r)
       if (!std::binary_search(failed.begin(), failed.end(), r)) survivors.push_back(r);
     const int new_rank = static_cast<int>(std::find(survivors.begin(), survivors.end(), rank()) - survivors.begin());
-    const auto joiners = admit_joiners(new_rank == 0, static_cast<int>(survivors.size()), deadline);
+    std::vector<std::string> hints;
+    for (int r : survivors) hints.push_back(hint_of(r));
+    const auto joiners = admit_joiners(survivors, hints, deadline);
+    // A joiner's id ends with its hint.
+    for (const auto& id : joiners) hints.push_back(id.substr(id.find('-') + 1));
     const int new_size = static_cast<int>(survivors.size() + joiners.size());
     // A change of membership is worth a warning; a plain epoch bump is not.
     if (!failed.empty() || !joiners.empty())
@@ -134,7 +154,7 @@ class NativeProcessGroup final : public ProcessGroup {
                 fmt::format("epoch {} -> {}: failed ranks {}, {} joiner(s); rank {} -> {} of {}", epoch_, epoch_ + 1,
                             failed, joiners.size(), rank(), new_rank, new_size));
     auto next = std::make_shared<NativeProcessGroup>(root_, new_rank, new_size, name(), timeout(), transport_choice_,
-                                                     epoch_ + 1);
+                                                     epoch_ + 1, std::move(hints));
     std::vector<int> job_ranks;
     if (joiners.empty()) {  // joiners' job ranks are not known here
       auto old = group_info().ranks;
@@ -142,14 +162,19 @@ class NativeProcessGroup final : public ProcessGroup {
         for (int r : survivors) job_ranks.push_back(old[r]);
     }
     next->set_trace_identity(fmt::format("reconfigure of {} (epoch {})", name(), epoch_ + 1), std::move(job_ranks));
+    next->follow_subgroups(*this, survivors);
     return next;
   }
 
-  // The first survivor takes the pending join requests and tells each joiner
-  // its rank; every survivor reads the same admitted list.
-  std::vector<std::string> admit_joiners(bool leader, int survivors, Deadline deadline) {
+  // The first survivor takes the pending join requests and decides the
+  // admitted list (compare_set, once); if it dies before deciding, the next
+  // live survivor decides in its place. Every survivor then writes each
+  // joiner's admission (same values): "<epoch> <rank> <size> <hint;hint;...>",
+  // the members' liveness hints.
+  std::vector<std::string> admit_joiners(const std::vector<int>& survivors, const std::vector<std::string>& hints,
+                                         Deadline deadline) {
     const std::string admitted_key = fmt::format("join/e{}/admitted", epoch_);
-    if (leader) {
+    auto decide = [&] {
       Bytes pending = root_->compare_set("join/pending", {}, to_bytes(";"));
       // Take the list: swap it for the empty marker; retry if a joiner appended meanwhile.
       while (!pending.empty()) {
@@ -157,15 +182,31 @@ class NativeProcessGroup final : public ProcessGroup {
         if (now == to_bytes(";")) break;
         pending = now;
       }
-      std::vector<std::string> ids = split_ids(to_string(pending));
-      for (size_t i = 0; i < ids.size(); ++i)
-        root_->set("join/admitted/" + ids[i],
-                   fmt::format("{} {} {}", epoch_ + 1, survivors + static_cast<int>(i), survivors + ids.size()));
-      root_->set(admitted_key, fmt::format("{}", fmt::join(ids, ";")));
-      return ids;
+      // ";"-led, so that no joiners is not an empty value.
+      return split_ids(to_string(root_->compare_set(admitted_key, {}, to_bytes(";" + to_string(pending)))));
+    };
+    std::vector<std::string> ids;
+    for (int i = 0;; ++i) {
+      if (survivors[i] == rank()) {
+        ids = root_->check({admitted_key}) ? split_ids(root_->get_string(admitted_key)) : decide();
+        break;
+      }
+      try {
+        wait_keys_checked(*root_, {admitted_key}, deadline, &aborted_, [&] {
+          if (known_dead(survivors[i])) throw PeerLostError("admitting leader died", {survivors[i]});
+        });
+        ids = split_ids(root_->get_string(admitted_key));
+        break;
+      } catch (const PeerLostError&) {
+        SINEW_WARN(kFt, "group '{}' epoch {}: rank {} died before admitting the joiners", name(), epoch_,
+                   survivors[i]);
+      }
     }
-    wait_keys(*root_, {admitted_key}, deadline, &aborted_);
-    return split_ids(root_->get_string(admitted_key));
+    const int n = static_cast<int>(survivors.size());
+    for (size_t i = 0; i < ids.size(); ++i)
+      root_->set("join/admitted/" + ids[i], fmt::format("{} {} {} {}", epoch_ + 1, n + static_cast<int>(i),
+                                                        n + ids.size(), fmt::join(hints, ";")));
+    return ids;
   }
 
   std::string backend_name() const override { return "sinew"; }
@@ -311,6 +352,52 @@ class NativeProcessGroup final : public ProcessGroup {
     queue_.post(w, [guarded, b = std::forward<F>(body)]() mutable { guarded(b); });
   }
 
+  // Rank r's liveness hint: the one this group was made with, else the one
+  // r published at init.
+  std::string hint_of(int r) {
+    if (r < static_cast<int>(hints_.size()) && hints_[r] != "?") return hints_[r];
+    {
+      std::lock_guard<std::mutex> g(published_mu_);
+      if (auto it = published_.find(r); it != published_.end()) return it->second;
+    }
+    const std::string k = fmt::format("pid/{}", r);
+    try {
+      if (store_->check({k})) {
+        std::string h = store_->get_string(k);
+        std::lock_guard<std::mutex> g(published_mu_);
+        return published_.emplace(r, std::move(h)).first->second;
+      }
+    } catch (const Error&) {
+    }
+    return "?";  // unknown (never empty: hints travel as a ';'-list)
+  }
+
+  bool known_dead(int r) {
+    if (shm_ready_.load()) return !shm_->peer_alive(r);
+    return hint_dead(hint_of(r));
+  }
+
+  // While init waits on the peers: a peer that died fails it with
+  // PeerLostError instead of leaving it to the deadline.
+  // While the group sets up: a peer its launcher reported lost, or whose
+  // process is gone, fails setup with PeerLostError naming it.
+  void check_peers_during_setup() {
+    fail_if_launcher_lost_a_rank();
+    fail_if_peer_died();
+  }
+
+  void fail_if_peer_died() {
+    std::vector<int> dead;
+    for (int r = 0; r < size(); ++r)
+      if (r != rank() && known_dead(r)) dead.push_back(r);
+    if (dead.empty()) return;
+    SINEW_WARN(kFt, "group '{}' epoch {}: rank(s) {} died before the group was ready", name(), epoch_, dead);
+    throw PeerLostError(fmt::format("process group '{}' epoch {}: rank(s) {} died before the group was ready; "
+                                    "agree on the failed set and reconfigure() to continue with the survivors",
+                                    name(), epoch_, dead),
+                        dead);
+  }
+
   void note_failed(const std::vector<int>& ranks) {
     std::lock_guard<std::mutex> g(failed_mu_);
     known_failed_.insert(ranks.begin(), ranks.end());
@@ -439,12 +526,23 @@ class NativeProcessGroup final : public ProcessGroup {
   }
 
   void init() {
+    try {
+      init_engine();
+    } catch (const PeerLostError& e) {
+      note_failed(e.ranks());
+      error_state_.store(ErrorState::kCommError);
+      throw;
+    }
+  }
+
+  void init_engine() {
     const Deadline deadline = Deadline::after(timeout());
+    store_->set(fmt::format("pid/{}", rank()), my_hint());
     // Which ranks share this host?
     store_->set(fmt::format("host/{}", rank()), host_identity());
     std::vector<std::string> keys;
     for (int r = 0; r < size(); ++r) keys.push_back(fmt::format("host/{}", r));
-    wait_keys(*store_, keys, deadline, &aborted_);
+    wait_keys_checked(*store_, keys, deadline, &aborted_, [this] { check_peers_during_setup(); });
     auto hosts = store_->multi_get(keys);
     std::set<Bytes> distinct(hosts.begin(), hosts.end());
     const bool one_host = distinct.size() == 1;
@@ -458,20 +556,58 @@ class NativeProcessGroup final : public ProcessGroup {
       ShmEngine::Options o;
       o.slot_bytes = static_cast<size_t>(kShmSlotBytes.get());
       o.ring_bytes = static_cast<size_t>(kShmRingBytes.get());
+      o.check_peers = [this] { check_peers_during_setup(); };
       shm_ = std::make_unique<ShmEngine>(store_, rank(), size(), o, deadline, &aborted_);
       shm_ready_.store(true);
       watchdog_ = std::thread([this] { watch(); });
     } else {
-      net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline);
+      net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline, &aborted_,
+                                [this] { check_peers_during_setup(); });
       net_ready_.store(true);
       watchdog_ = std::thread([this] { watch_store(); });
     }
     SINEW_INFO(kInit, "group '{}' ready: rank {}/{} over {}", name(), rank(), size(), choice);
+    drop_old_epoch_keys();
   }
 
+  // A rank its launcher saw die before it joined would otherwise keep the
+  // others waiting until the group timeout.
+  void fail_if_launcher_lost_a_rank() {
+    if (!lost_ranks_) return;
+    const std::vector<int> lost = lost_ranks_();
+    if (lost.empty()) return;
+    note_failed(lost);
+    error_state_.store(ErrorState::kCommError);
+    throw PeerLostError(fmt::format("group '{}' (rank {} of {}): rank(s) {} died before the group was initialized "
+                                    "(its launcher reported it lost); agree on the failed set and reconfigure() to "
+                                    "continue with the survivors",
+                                    name(), rank(), size(), lost),
+                        lost);
+  }
+
+  // Every member of this epoch has rendezvoused, so all of them left epoch
+  // e-1's agreement, and nobody reads epoch e-2's keys any more: the first
+  // rank drops them, so a long run of reconfigures does not grow the store.
+  void drop_old_epoch_keys() {
+    if (rank() != 0 || epoch_ < 2) return;
+    const uint64_t e = epoch_ - 2;
+    try {
+      int64_t n = 0;
+      for (const auto& prefix : {fmt::format("e{}/", e), fmt::format("ft/e{}/", e), fmt::format("join/e{}/", e)})
+        n += root_->delete_prefix(prefix);
+      SINEW_DEBUG(kFt, "group '{}' epoch {}: dropped {} store keys of epoch {}", name(), epoch_, n, e);
+    } catch (const Error& err) {  // housekeeping only: the group works without it
+      SINEW_WARN(kFt, "group '{}' epoch {}: could not drop epoch {}'s store keys: {}", name(), epoch_, e, err.what());
+    }
+  }
+
+  std::function<std::vector<int>()> lost_ranks_;
   StorePtr root_;
   StorePtr store_;
   uint64_t epoch_;
+  std::vector<std::string> hints_;  // immutable after construction
+  std::mutex published_mu_;
+  std::map<int, std::string> published_;  // hints read from the store ("pid/<rank>"), which never change
   std::string transport_choice_;
   std::atomic<bool> shm_ready_{false};
   std::atomic<bool> net_ready_{false};
@@ -492,7 +628,7 @@ ProcessGroupPtr join_native_process_group(const GroupOptions& o, Deadline deadli
   if (!o.store) throw InvalidArgument::make("store", "nullptr", "the job's store to join through");
   StorePtr root = make_prefix_store(o.name, o.store);
   std::random_device rd;
-  const std::string id = fmt::format("{:08x}{:08x}-{}", rd(), rd(), ::getpid());
+  const std::string id = fmt::format("{:08x}{:08x}-{}", rd(), rd(), my_hint());
   // Append to the pending list (";"-separated) with compare_set.
   Bytes cur = root->compare_set("join/pending", {}, to_bytes(";" + id));
   while (to_string(cur).find(";" + id) == std::string::npos) {
@@ -502,17 +638,20 @@ ProcessGroupPtr join_native_process_group(const GroupOptions& o, Deadline deadli
   SINEW_INFO(kFt, "joiner {} waiting to be admitted to group '{}'", id, o.name);
   wait_keys(*root, {"join/admitted/" + id}, deadline, nullptr);
   std::istringstream in(root->get_string("join/admitted/" + id));
+  root->delete_key("join/admitted/" + id);  // read once, by this joiner only
   uint64_t epoch = 0;
   int rank = -1, size = -1;
-  in >> epoch >> rank >> size;
+  std::string hints;
+  in >> epoch >> rank >> size >> hints;
   if (!in || rank < 0 || rank >= size)
     throw IoError(fmt::format("corrupt admission record for joiner {} in group '{}'", id, o.name));
-  return std::make_shared<NativeProcessGroup>(root, rank, size, o.name, o.timeout, o.transport, epoch);
+  return std::make_shared<NativeProcessGroup>(root, rank, size, o.name, o.timeout, o.transport, epoch,
+                                              split_ids(hints));
 }
 
 ProcessGroupPtr make_native_process_group(const GroupOptions& o) {
   return std::make_shared<NativeProcessGroup>(make_prefix_store(o.name, o.store), o.rank, o.size, o.name,
-                                              o.timeout, o.transport);
+                                              o.timeout, o.transport, 0, std::vector<std::string>{}, o.lost_ranks);
 }
 
 }  // namespace sinew::dist

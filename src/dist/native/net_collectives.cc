@@ -179,7 +179,7 @@ void check_args(const Call& c, OpDesc mine, bool check_count) {
 
 void allreduce(const Call& c, const TensorView& tv, const ReduceOp& op) {
   Transport& t = c.transport;
-  const int W = t.size(), r = t.rank();
+  const int W = t.size();
   const DType dt = tv.dtype();
   const int64_t n = tv.numel();
   const size_t es = dtype_size(dt);

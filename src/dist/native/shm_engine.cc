@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <immintrin.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -336,6 +337,19 @@ class ShmEngine::P2P final : public Transport {
 
 // ---------------------------------------------------------------------------
 
+void wait_keys_checked(Store& store, const std::vector<std::string>& keys, Deadline deadline,
+                       const std::atomic<bool>* abort_flag, const std::function<void()>& check) {
+  for (;;) {
+    try {
+      wait_keys(store, keys, check ? deadline.min(Deadline::after(Millis(50))) : deadline, abort_flag);
+      return;
+    } catch (const TimeoutError&) {
+      if (deadline.expired() || !check) throw;
+    }
+    check();
+  }
+}
+
 ShmEngine::ShmEngine(StorePtr store, int rank, int size, Options options, Deadline deadline,
                      const std::atomic<bool>* abort_flag)
     : rank_(rank),
@@ -349,7 +363,7 @@ ShmEngine::ShmEngine(StorePtr store, int rank, int size, Options options, Deadli
     nonce = fmt::format("{:08x}{:08x}-{}", rd(), rd(), ::getpid());
     store->set("shm/nonce", nonce);
   } else {
-    wait_keys(*store, {"shm/nonce"}, deadline, abort_flag);
+    wait_keys_checked(*store, {"shm/nonce"}, deadline, abort_flag, options.check_peers);
     nonce = store->get_string("shm/nonce");
   }
   const size_t ring_stride = round_up(sizeof(Ring) + ring_bytes_, 64);
@@ -375,10 +389,21 @@ ShmEngine::ShmEngine(StorePtr store, int rank, int size, Options options, Deadli
     rg->head.store(0);
     rg->tail.store(0);
   }
+  // A peer that died during the rendezvous cannot unlink its segment: do it
+  // for it (nothing is left in /dev/shm).
+  auto rendezvous = [&](const std::vector<std::string>& keys) {
+    try {
+      wait_keys_checked(*store, keys, deadline, abort_flag, options.check_peers);
+    } catch (const PeerLostError& e) {
+      for (int r : e.ranks())
+        if (r >= 0 && r < size_ && r != rank_) ::shm_unlink(name_of(r).c_str());
+      throw;
+    }
+  };
   store->set(fmt::format("shm/created/{}", rank_), "1");
   std::vector<std::string> keys;
   for (int r = 0; r < size_; ++r) keys.push_back(fmt::format("shm/created/{}", r));
-  wait_keys(*store, keys, deadline, abort_flag);
+  rendezvous(keys);
   pids_.resize(size_);
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) segments_[r] = ShmSegment::open(name_of(r));
@@ -394,8 +419,12 @@ ShmEngine::ShmEngine(StorePtr store, int rank, int size, Options options, Deadli
   store->set(fmt::format("shm/mapped/{}", rank_), "1");
   keys.clear();
   for (int r = 0; r < size_; ++r) keys.push_back(fmt::format("shm/mapped/{}", r));
-  wait_keys(*store, keys, deadline, abort_flag);
+  rendezvous(keys);
+  // Everyone has mapped every segment: the names can go. Each rank unlinks
+  // all of them, so one that dies before unlinking its own leaves nothing.
   segments_[rank_].unlink();
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) ::shm_unlink(name_of(r).c_str());
   p2p_ = std::make_unique<P2P>(this);
   SINEW_INFO(kShm, "shared-memory engine ready: {} ranks, {} KiB slots, {} KiB rings", size_, slot_bytes_ >> 10,
              ring_bytes_ >> 10);

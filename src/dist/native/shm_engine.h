@@ -67,11 +67,18 @@ class Backoff {
   uint64_t n_ = 0;
 };
 
+// wait_keys() that calls `check` between slices of at most 50 ms.
+void wait_keys_checked(Store& store, const std::vector<std::string>& keys, Deadline deadline,
+                       const std::atomic<bool>* abort_flag, const std::function<void()>& check);
+
 class ShmEngine {
  public:
   struct Options {
     size_t slot_bytes = 1 << 20;
     size_t ring_bytes = 256 << 10;
+    // Called while the rendezvous waits; throws (PeerLostError) when a peer
+    // is known to have died, so a death during setup does not wait out the deadline.
+    std::function<void()> check_peers;
   };
   // Rendezvous through `store`; blocks until every rank has mapped every
   // segment, then unlinks the names (nothing is left in /dev/shm after a

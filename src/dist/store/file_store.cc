@@ -23,6 +23,8 @@
 
 #include "dist/store/unique_fd.h"
 #include "sinew/core/error.h"
+#include "erase_prefix.h"
+#include "sinew/core/check.h"
 #include "sinew/dist/store.h"
 
 namespace sinew::dist {
@@ -128,6 +130,13 @@ class FileStore final : public Store {
   }
 
   int64_t num_keys() override { return static_cast<int64_t>(read().size()); }
+
+  int64_t delete_prefix(const std::string& prefix) override {
+    SINEW_ARG_CHECK(!prefix.empty(), "prefix", "''", "a non-empty key prefix");
+    int64_t n = 0;
+    update([&](Map& m) { return (n = erase_prefix(m, prefix)) > 0; });
+    return n;
+  }
 
  private:
   [[noreturn]] void fail(const char* what, int err) const {

@@ -7,6 +7,8 @@
 #include <mutex>
 
 #include "sinew/core/error.h"
+#include "erase_prefix.h"
+#include "sinew/core/check.h"
 #include "sinew/dist/store.h"
 
 namespace sinew::dist {
@@ -89,6 +91,12 @@ class MemoryStore final : public Store {
     return data_.erase(key) > 0;
   }
 
+  int64_t delete_prefix(const std::string& prefix) override {
+    SINEW_ARG_CHECK(!prefix.empty(), "prefix", "''", "a non-empty key prefix");
+    std::lock_guard<std::mutex> g(mu_);
+    return erase_prefix(data_, prefix);
+  }
+
   int64_t num_keys() override {
     std::lock_guard<std::mutex> g(mu_);
     return static_cast<int64_t>(data_.size());
@@ -129,6 +137,11 @@ class PrefixStore final : public Store {
     base_->multi_set(ks(keys), values);
   }
   int64_t num_keys() override { return base_->num_keys(); }
+  int64_t delete_prefix(const std::string& prefix) override {
+    // Checked here: our own prefix would make "" mean "all of this store".
+    SINEW_ARG_CHECK(!prefix.empty(), "prefix", "''", "a non-empty key prefix");
+    return base_->delete_prefix(k(prefix));
+  }
   std::optional<int64_t> clock_offset_ns() override { return base_->clock_offset_ns(); }
 
  private:

@@ -18,7 +18,7 @@ void Store::multi_set(const std::vector<std::string>& keys, const std::vector<By
 }
 
 void wait_keys(Store& store, const std::vector<std::string>& keys, Deadline deadline,
-               const std::atomic<bool>* abort_flag) {
+               const std::atomic<bool>* abort_flag, const std::function<void()>& between) {
   for (;;) {
     if (abort_flag && abort_flag->load()) throw AbortedError("store wait aborted (the group was aborted)");
     auto slice = std::min<Clock::duration>(deadline.remaining(), Millis(100));
@@ -28,6 +28,7 @@ void wait_keys(Store& store, const std::vector<std::string>& keys, Deadline dead
     } catch (const TimeoutError&) {
       if (deadline.expired()) throw;
     }
+    if (between) between();
   }
 }
 

@@ -23,6 +23,7 @@
 
 #include "dist/store/tcp_store_protocol.h"
 #include "dist/store/unique_fd.h"
+#include "sinew/core/check.h"
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
 #include "sinew/dist/tcp_store.h"
@@ -163,6 +164,12 @@ class TcpStore final : public Store {
   }
 
   int64_t num_keys() override { return call(wire::request(Command::kNumKeys), op_deadline()).arg; }
+
+  int64_t delete_prefix(const std::string& prefix) override {
+    SINEW_ARG_CHECK(!prefix.empty(), "prefix", "''", "a non-empty key prefix");
+    check_key(prefix);
+    return call(wire::request(Command::kDeletePrefix, {prefix}), op_deadline()).arg;
+  }
 
   std::optional<int64_t> clock_offset_ns() override {
     // The round trip with the least delay bounds the error best (NTP's idea).

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "erase_prefix.h"
 #include "sinew/core/env.h"
 #include "sinew/dist/store.h"
 
@@ -42,7 +43,9 @@ enum class Command : uint8_t {
   kMultiSet,   // keys, values (same count)
   kNumKeys,    // reply arg = number of keys
   kTime,       // reply arg = the server's wall clock (ns since the epoch)
+  kDeletePrefix,  // keys[0] = a non-empty prefix; reply arg = keys deleted
 };
+
 
 enum class Reply : uint8_t {
   kOk = 0,
@@ -172,6 +175,8 @@ inline const char* command_name(uint8_t code) {
     case Command::kMultiGet: return "MULTI_GET";
     case Command::kMultiSet: return "MULTI_SET";
     case Command::kNumKeys: return "NUM_KEYS";
+    case Command::kTime: return "TIME";
+    case Command::kDeletePrefix: return "DELETE_PREFIX";
   }
   return "UNKNOWN";
 }

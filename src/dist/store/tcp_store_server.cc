@@ -455,6 +455,14 @@ void TcpStoreServer::Impl::handle(Conn& c, Message& m) {
       changed = true;
       send(c, wire::reply(Reply::kOk));
       return;
+    case Command::kDeletePrefix:
+      if (!arity(1, 0)) return;
+      if (m.keys[0].empty()) {
+        send(c, wire::reply(Reply::kInvalid, {}, {to_bytes("DELETE_PREFIX needs a non-empty prefix")}));
+        return;
+      }
+      send(c, wire::reply(Reply::kOk, {}, {}, erase_prefix(data, m.keys[0])));
+      return;
     case Command::kNumKeys:
       if (!arity(0, 0)) return;
       send(c, wire::reply(Reply::kOk, {}, {}, static_cast<int64_t>(data.size())));

@@ -389,9 +389,10 @@ def main(paths):
             cases = list(OrderedDict.fromkeys(r["case"] for r in orows))
             val = {(r["case"], r["impl"], r["metric"]): r["value"] for r in orows}
             metrics = list(OrderedDict.fromkeys(r["metric"] for r in orows))
-            for metric in [m for m in metrics if m in ("busbw_GBps", "latency_us", "ms", "ms_max", "GFLOPs")] or metrics[:1]:
+            shown = ("busbw_GBps", "latency_us", "ms", "ms_max", "GFLOPs", "us", "overhead_pct")
+            for metric in [m for m in metrics if m in shown] or metrics[:1]:
                 unit = next(r["unit"] for r in orows if r["metric"] == metric)
-                higher = metric not in ("latency_us", "ms", "ms_max")
+                higher = metric not in ("latency_us", "ms", "ms_max", "us", "overhead_pct")
                 peers = [i for i in impls if i != "sinew"]
                 print(f"### {op}: {metric} ({unit}, {'higher' if higher else 'lower'} is better)\n")
                 print("| case | " + " | ".join(impls) + " | " + " | ".join(f"sinew vs {p}" for p in peers) + " |")

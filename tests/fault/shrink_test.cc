@@ -168,7 +168,7 @@ TEST(Shrink, KilledRankOverUcxRevokesThroughTheStore) {
 // The gloo backend recovers the same way: agreement through the store, then
 // its context rebuilt in the next epoch's namespace.
 TEST(Shrink, GlooBackendRebuildsItsContextForTheSurvivors) {
-  Job job(3, {"--fail-rank", "1", "--at-step", "4", "--steps", "15"}, {"SINEW_BACKEND=gloo"});
+  Job job(3, {"--fail-rank", "1", "--at-step", "4", "--steps", "15"}, {"SINEW_BACKEND=gloo", "FT_TIMEOUT_S=3"});
   job.wait(90s);
   expect_survivor(job, 0, 0, 2, "0,2");
   expect_survivor(job, 2, 1, 2, "0,2");

@@ -7,7 +7,7 @@ set -u
 mpiexec=$1 demo=$2 sinew=$3
 dir=$(mktemp -d /tmp/sinew-fr-mpi-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-SINEW_FR_DUMP_TEMP_FILE=$dir/rank_ "$mpiexec" --allow-run-as-root --oversubscribe -np 3 \
+SINEW_FR_DUMP_TEMP_FILE=$dir/rank_ "$mpiexec" --allow-run-as-root --oversubscribe --mca odls_base_sigkill_timeout 10 -np 3 \
   -x SINEW_FR_DUMP_TEMP_FILE "$demo" --backend mpi --skip 1:3 --steps 6 --timeout 2 \
   >"$dir/run.log" 2>&1 &
 mpirun_pid=$!

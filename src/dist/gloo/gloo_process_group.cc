@@ -462,7 +462,17 @@ class GlooProcessGroup final : public ProcessGroup {
         std::lock_guard<std::mutex> g(failed_mu_);
         known_failed_.insert(e.ranks().begin(), e.ranks().end());
         throw;
-      } catch (const TimeoutError&) {
+      } catch (const TimeoutError& e) {
+        // An op that started as the watchdog closed the connections cannot
+        // be woken (gloo has no way to): it ends at its timeout, and the
+        // revoke is why.
+        std::lock_guard<std::mutex> g(failed_mu_);
+        if (!known_failed_.empty()) {
+          error_state_.store(ErrorState::kCommError);
+          throw PeerLostError(fmt::format("{} (the group was revoked while it ran: rank(s) {} failed)", e.what(),
+                                          known_failed_),
+                              std::vector<int>(known_failed_.begin(), known_failed_.end()));
+        }
         error_state_.store(ErrorState::kTimeout);
         throw;
       }
@@ -523,6 +533,15 @@ class GlooProcessGroup final : public ProcessGroup {
           known_failed_.insert(failed.begin(), failed.end());
         }
         watched_context_->closeConnections();
+        // Closing the connections wakes an op blocked on them, but not one
+        // that posts its receives an instant later (gloo cannot interrupt
+        // it before its timeout): complete every pending op now, so that no
+        // waiter is left waiting on a dead peer.
+        queue_->abort(Status(ErrorCode::kPeerLost,
+                             fmt::format("gloo group '{}' (rank {} of {}) was revoked: rank(s) {} failed; agree on "
+                                         "the failed set and reconfigure() to continue with the survivors",
+                                         name(), rank(), size(), failed),
+                             std::vector<int>(failed.begin(), failed.end())));
         return;
       } catch (const std::exception& e) {
         SINEW_WARN(kFt, "gloo group '{}': watchdog: {}", name(), e.what());

@@ -68,6 +68,27 @@ void run_block(const BlockArgs& ba) {
         mode = nr == NR ? BMode::kDirect : BMode::kDirectTail;
       }
       prefetch_c<K>(ba, ir, jr, mr);
+      if constexpr (requires { &K::template multiply_update<true, BMode::kPacked>; }) {
+        // One K block, a full tile and a plain row-major output: finish in
+        // registers (micro.h, multiply_update).
+        const StoreArgs& st = ba.store;
+        if (st.first && st.last && !st.epilogue && mr == MR && nr == NR && st.out.cs == 1 &&
+            st.out.dtype == dtype_of<T>() && ba.a_packed && mode != BMode::kDirectTail && !ba.b_dot &&
+            (st.beta == 0 || (st.prior.cs == 1 && st.prior.dtype == dtype_of<T>()))) {
+          T* out = reinterpret_cast<T*>(elem_ptr(st.out, ba.i0 + ir, ba.j0 + jr));
+          const T* prior =
+              st.beta == 0 ? nullptr : reinterpret_cast<const T*>(elem_ptr(st.prior, ba.i0 + ir, ba.j0 + jr));
+          const P* a = static_cast<const P*>(ba.a) + (ir / MR) * MR * steps;
+          const T alpha = static_cast<T>(st.alpha), beta = static_cast<T>(st.beta);
+          if (mode == BMode::kPacked)
+            K::template multiply_update<true, BMode::kPacked>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
+                                                               st.prior.rs, out, st.out.rs);
+          else
+            K::template multiply_update<true, BMode::kDirect>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
+                                                               st.prior.rs, out, st.out.rs);
+          continue;
+        }
+      }
       if constexpr (K::kDirectOk) {
         if (!ba.b_packed && ba.b_dot) {
           const P* a = static_cast<const P*>(ba.a) + ir * ba.a_rs;

@@ -64,6 +64,17 @@ std::vector<int> agree_on_failed_ranks(const AgreementParty& p, std::set<int> fa
     return std::vector<int>(s.begin(), s.end());
   };
   std::map<int, Clock::time_point> waiting_since;
+  // A rank left behind (stopped while the others agreed without it, twice
+  // reconfigured since) finds its epoch's records dropped: it must not
+  // decide alone, it was declared failed.
+  if (p.store.check({kCurrentEpochKey})) {
+    const uint64_t current = std::stoull(p.store.get_string(kCurrentEpochKey));
+    if (current >= p.epoch + 2)
+      throw PeerLostError(fmt::format("rank {} of group '{}' epoch {} was left behind: the group is at epoch {} "
+                                      "without it (declared failed by its peers)",
+                                      p.rank, p.group, p.epoch, current),
+                          {p.rank});
+  }
   for (;;) {
     if (deadline.expired())
       throw TimeoutError(fmt::format("agreement on failed ranks in group '{}' epoch {} did not finish; rank {} "

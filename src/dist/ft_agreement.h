@@ -19,6 +19,11 @@ std::set<int> decode_rank_set(const std::string& text);     // IoError if corrup
 // Merges `add` into the set stored at `key` (compare_set until it holds).
 void merge_rank_set(Store& store, const std::string& key, const std::set<int>& add);
 
+// The group's newest epoch whose members all rendezvoused, in its root
+// namespace (written by that epoch's first rank before it drops the keys of
+// the epoch two back).
+inline constexpr const char* kCurrentEpochKey = "current_epoch";
+
 struct AgreementParty {
   Store& store;                        // the group's root namespace
   std::string group;                   // for messages

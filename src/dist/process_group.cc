@@ -470,7 +470,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
       if (child) child->set_trace_identity(desc, job_ranks_of(ranks));
       mine_child = child;
     }
-    remember_subgroup(std::move(ranks), desc, child);
+    remember_subgroup(std::move(ranks), fmt::format("{}/c{}", tag, c), desc, child);
   }
   return mine_child;
 }
@@ -501,13 +501,13 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
     child = make_subgroup(ranks, static_cast<int>(it - ranks.begin()), tag);
     if (child) child->set_trace_identity(desc, job_ranks_of(ranks));
   }
-  remember_subgroup(ranks, desc, child);
+  remember_subgroup(ranks, tag, desc, child);
   return child;
 }
 
-void ProcessGroup::remember_subgroup(std::vector<int> ranks, std::string desc,
+void ProcessGroup::remember_subgroup(std::vector<int> ranks, std::string tag, std::string desc,
                                      const std::shared_ptr<ProcessGroup>& child) {
-  recipes_.push_back(SubgroupRecipe{std::move(ranks), std::move(desc), child, child.get()});
+  recipes_.push_back(SubgroupRecipe{std::move(ranks), std::move(tag), std::move(desc), child, child.get()});
 }
 
 void ProcessGroup::follow_subgroups(ProcessGroup& old, const std::vector<int>& survivors) {
@@ -530,9 +530,10 @@ void ProcessGroup::follow_subgroups(ProcessGroup& old, const std::vector<int>& s
     } else {
       auto me = std::find(kept.begin(), kept.end(), rank_);
       if (me != kept.end()) {
-        // Tags of rebuilt subgroups cannot meet split()/new_group()'s in
-        // this epoch's namespace.
-        after = make_subgroup(kept, static_cast<int>(me - kept.begin()), fmt::format("{}/follow{}", name_, i));
+        // From the subgroup's own tag, which every member has (a recipe's
+        // position differs on a joiner); "@e<epoch>" cannot meet the tags of
+        // split()/new_group() in this epoch's namespace.
+        after = make_subgroup(kept, static_cast<int>(me - kept.begin()), fmt::format("{}@e{}", r.tag, epoch()));
         if (after) after->set_trace_identity(fmt::format("{} (epoch {})", r.desc, epoch()), job_ranks_of(kept));
       }
       if (before)
@@ -540,7 +541,8 @@ void ProcessGroup::follow_subgroups(ProcessGroup& old, const std::vector<int>& s
                                   "continues with {} of {} ranks", name_, epoch(), kept.size(), r.ranks.size()));
     }
     if (r.id) successors_[r.id] = after;
-    recipes_.push_back(SubgroupRecipe{std::move(kept), r.desc, after, after.get()});
+    recipes_.push_back(SubgroupRecipe{std::move(kept), after == before ? r.tag : fmt::format("{}@e{}", r.tag, epoch()),
+                                      r.desc, after, after.get()});
   }
 }
 

@@ -104,6 +104,12 @@ TEST(FollowWorker, Rank) {
   EXPECT_EQ(allreduce_sum(*again, 1), 3);
   auto next2 = next->reconfigure(Deadline::after(20s));
   EXPECT_EQ(next2->successor(again.get()), again);
+  // Two epochs on, the first rank drops epoch 0's and 1's records; the
+  // subgroups kept since epoch 0 (rooted in its namespace) still work.
+  auto next3 = next2->reconfigure(Deadline::after(20s));
+  EXPECT_EQ(allreduce_sum(*next3, 1), 3);
+  if (r != 0) EXPECT_EQ(allreduce_sum(*parity2, r + 1), 2 + 4);
+  EXPECT_EQ(allreduce_sum(*again, 1), 3);
   std::printf("FOLLOW OK rank %d\n", r);
 }
 

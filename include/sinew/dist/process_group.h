@@ -104,7 +104,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   virtual std::string reconfigure_handle() const;
   virtual std::shared_ptr<ProcessGroup> reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
                                                     Millis timeout);
-  // Subgroups made by split() and new_group() follow reconfigure(Deadline):
+  // Subgroups made by split() and new_group() follow reconfigure(Deadline)
+  // (sinew and gloo backends; mpi groups are re-split by the user):
   // the new group rebuilds each one that lost a member (its surviving
   // members, in their old order, in the new epoch's namespace; the old one
   // is aborted) and keeps the others as they are. What became of
@@ -205,13 +206,15 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // follow a reconfigure.
   struct SubgroupRecipe {
     std::vector<int> ranks;  // this group's ranks, in the subgroup's rank order
+    std::string tag;         // its store namespace, the same on every member
     std::string desc;
     std::weak_ptr<ProcessGroup> group;  // null on non-members
     const ProcessGroup* id = nullptr;
   };
   std::vector<SubgroupRecipe> recipes_;
   std::map<const ProcessGroup*, std::shared_ptr<ProcessGroup>> successors_;
-  void remember_subgroup(std::vector<int> ranks, std::string desc, const std::shared_ptr<ProcessGroup>& child);
+  void remember_subgroup(std::vector<int> ranks, std::string tag, std::string desc,
+                         const std::shared_ptr<ProcessGroup>& child);
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

@@ -45,7 +45,8 @@ class Store {
   virtual bool delete_key(const std::string& key) = 0;
   // Deletes every key that starts with `prefix` (non-empty) and returns how
   // many there were; fault tolerance uses it to drop a finished epoch's keys.
-  virtual int64_t delete_prefix(const std::string& prefix) = 0;
+  // The default (a Store written outside sinew) throws InvalidArgument.
+  virtual int64_t delete_prefix(const std::string& prefix);
   // Waits for all keys and returns their values in order.
   virtual std::vector<Bytes> multi_get(const std::vector<std::string>& keys);
   virtual void multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values);

@@ -512,7 +512,13 @@ std::vector<const GroupTrace*> Recorder::groups() {
 }
 
 void Recorder::reset() {
-  for (size_t i = 0; i < capacity_; ++i) slots_[i].version.store(0, std::memory_order_relaxed);
+  for (size_t i = 0; i < capacity_; ++i) {
+    slots_[i].version.store(0, std::memory_order_relaxed);
+    // Ids start again at 0: an old side record must not pass for a new one's.
+    side_[i].lock();
+    side_[i].id = ~uint64_t{0};
+    side_[i].unlock();
+  }
   next_id_.store(0);
   std::lock_guard<std::mutex> l(mu_);
   errors_.clear();

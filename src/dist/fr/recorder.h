@@ -94,6 +94,9 @@ struct SideRecord {
   void lock() {
     while (busy.exchange(true, std::memory_order_acquire))
       while (busy.load(std::memory_order_relaxed)) {
+#if defined(__x86_64__)
+        _mm_pause();
+#endif
       }
   }
   void unlock() { busy.store(false, std::memory_order_release); }

@@ -532,6 +532,7 @@ class GlooProcessGroup final : public ProcessGroup {
           std::lock_guard<std::mutex> g(failed_mu_);
           known_failed_.insert(failed.begin(), failed.end());
         }
+        lk.unlock();  // the aborts below run completion hooks and callbacks
         watched_context_->closeConnections();
         // Closing the connections wakes an op blocked on them, but not one
         // that posts its receives an instant later (gloo cannot interrupt

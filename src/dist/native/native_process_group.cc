@@ -592,8 +592,14 @@ class NativeProcessGroup final : public ProcessGroup {
     if (rank() != 0 || epoch_ < 2) return;
     const uint64_t e = epoch_ - 2;
     try {
+      // First the marker a left-behind rank checks (ft_agreement.h), then
+      // the epoch's own keys: its rendezvous, engine, agreement and
+      // admission records. Not the rest of "e<e>/": subgroups kept through
+      // the reconfigures live there.
+      root_->set(kCurrentEpochKey, std::to_string(epoch_));
       int64_t n = 0;
-      for (const auto& prefix : {fmt::format("e{}/", e), fmt::format("ft/e{}/", e), fmt::format("join/e{}/", e)})
+      for (const char* part : {"host/", "pid/", "shm/", "ucx/"}) n += root_->delete_prefix(fmt::format("e{}/{}", e, part));
+      for (const auto& prefix : {fmt::format("ft/e{}/", e), fmt::format("join/e{}/", e)})
         n += root_->delete_prefix(prefix);
       SINEW_DEBUG(kFt, "group '{}' epoch {}: dropped {} store keys of epoch {}", name(), epoch_, n, e);
     } catch (const Error& err) {  // housekeeping only: the group works without it

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "sinew/core/error.h"
 
 namespace sinew::dist {
@@ -15,6 +17,11 @@ std::vector<Bytes> Store::multi_get(const std::vector<std::string>& keys) {
 
 void Store::multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
   for (size_t i = 0; i < keys.size() && i < values.size(); ++i) set(keys[i], values[i]);
+}
+
+int64_t Store::delete_prefix(const std::string& prefix) {
+  throw InvalidArgument::make("store", fmt::format("delete_prefix('{}')", prefix),
+                              "a store that can delete by prefix (sinew's memory, file, prefix and TCP stores)");
 }
 
 void wait_keys(Store& store, const std::vector<std::string>& keys, Deadline deadline,

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,16 @@
 
 namespace sinew::dist {
 namespace {
+
+// ctest runs each of these tests in its own process, in parallel, and they
+// share the SINEW_FR_DUMP_TEMP_FILE prefix CMake sets: give this process its
+// own before the recorder reads it, so one test's dump never overwrites
+// another's that is being checked.
+const bool g_own_dump_prefix = [] {
+  if (const char* p = std::getenv("SINEW_FR_DUMP_TEMP_FILE"))
+    ::setenv("SINEW_FR_DUMP_TEMP_FILE", (std::string(p) + "pid" + std::to_string(::getpid()) + "_").c_str(), 1);
+  return true;
+}();
 
 // A small ring for this program, set before the recorder reads its settings.
 // A small ring and C++ stacks for this program, set before the recorder

@@ -24,6 +24,7 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -575,6 +576,16 @@ class GlooProcessGroup final : public ProcessGroup {
 ProcessGroupPtr make_gloo_process_group(const GroupOptions& options) {
   SINEW_ARG_CHECK(options.store != nullptr, "store", "nullptr",
                   "a store for the gloo rendezvous (GroupOptions::store)");
+  // gloo writes its sockets with writev, which raises SIGPIPE once a peer is
+  // gone, and SIGPIPE's default action kills the process without a word:
+  // the survivors of a failure died with it. Python, gloo's usual host,
+  // ignores SIGPIPE; a C++ program must. A handler the program installed
+  // itself is left alone.
+  static std::once_flag sigpipe_once;
+  std::call_once(sigpipe_once, [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  });
   return std::make_shared<GlooProcessGroup>(options.store, options.rank, options.size, options.name,
                                             options.timeout);
 }

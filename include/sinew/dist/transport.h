@@ -8,8 +8,6 @@
 // InvalidArgument naming both sides. Requests are progressed by wait().
 #pragma once
 
-#include <atomic>
-#include <functional>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -73,13 +71,8 @@ class Transport {
 using TransportPtr = std::unique_ptr<Transport>;
 
 // Rendezvous through `store` (keys under the store's namespace) and connect
-// every pair. Blocking until `deadline`; a set `abort_flag` ends the wait
-// for the peers' addresses with AbortedError within 100 ms, and `between`
-// (e.g. a check for ranks the launcher saw die) runs between its slices
-// and may end it by throwing.
-TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline,
-                                const std::atomic<bool>* abort_flag = nullptr,
-                                const std::function<void()>& between = {});
+// every pair. `ranks_on_host[r]` is unused by UCX. Blocking until `deadline`.
+TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline);
 bool ucx_transport_available();
 
 }  // namespace sinew::dist

@@ -561,8 +561,10 @@ class NativeProcessGroup final : public ProcessGroup {
       shm_ready_.store(true);
       watchdog_ = std::thread([this] { watch(); });
     } else {
-      net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline, &aborted_,
-                                [this] { check_peers_during_setup(); });
+      // UCX's own rendezvous is not checked for lost ranks: tearing down a
+      // half-connected worker made a peer's UCX 1.13 assert in its progress
+      // (tcp_ep.c, a refused connection); a rank lost here fails the hello.
+      net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline);
       net_ready_.store(true);
       watchdog_ = std::thread([this] { watch_store(); });
     }

@@ -141,14 +141,13 @@ class UcxRequest final : public TransportRequest {
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(StorePtr store, int rank, int size, Deadline deadline, const std::atomic<bool>* abort_flag,
-               const std::function<void()>& between)
+  UcxTransport(StorePtr store, int rank, int size, Deadline deadline)
       : rank_(rank), size_(size), send_seq_(size, 0), recv_seq_(size, 0), lost_(size, UCS_OK) {
     context_ = make_context(static_cast<size_t>(size));
     worker_ = make_worker(context_.get());
     event_fd_ = worker_event_fd(worker_.get());
     try {
-      connect(*store, deadline, abort_flag, between);
+      connect(*store, deadline);
     } catch (...) {
       release(/*force=*/true, Status(ErrorCode::kAborted, "UCX transport setup failed"));
       throw;
@@ -266,13 +265,14 @@ class UcxTransport final : public Transport {
 
   // --- connection setup ---------------------------------------------------
 
-  void connect(Store& store, Deadline deadline, const std::atomic<bool>* abort_flag,
-               const std::function<void()>& between) {
+  void connect(Store& store, Deadline deadline) {
     store.set(addr_key(rank_), worker_address(worker_.get()));
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(addr_key(r));
     try {
-      wait_keys(store, keys, deadline.is_never() ? Deadline::after(store.timeout()) : deadline, abort_flag, between);
+      store.wait(keys, deadline.is_never()
+                           ? store.timeout()
+                           : std::chrono::duration_cast<Millis>(deadline.remaining()));
     } catch (const TimeoutError&) {
       std::vector<int> missing;
       for (int r = 0; r < size_; ++r)
@@ -297,14 +297,9 @@ class UcxTransport final : public Transport {
       ep.err_handler.arg = &err_args_[p];
       ucs_status_t st = ucp_ep_create(worker_.get(), &ep, &eps_[p]);
       if (st != UCS_OK) {
-        // That peer is gone (it published its address and died, or failed
-        // its own setup): it is lost, like a peer dying later, and setup
-        // goes on with the others. Failing setup here would tear down this
-        // rank's endpoints and make the healthy peers blame this rank.
         eps_[p] = nullptr;
-        lost_[p] = st;
-        SINEW_WARN(kUcx, "UCX cannot create an endpoint to rank {} ({}): counting it as lost", p,
-                   ucs_status_string(st));
+        throw IoError(
+            fmt::format("UCX cannot create an endpoint to rank {}: {}", p, ucs_status_string(st)));
       }
     }
 
@@ -316,16 +311,10 @@ class UcxTransport final : public Transport {
       hello.push_back(isend(p, kHelloTag, nullptr, 0));
       hello.push_back(irecv(p, kHelloTag, nullptr, 0));
     }
-    // One at a time: a peer lost during the hello stays lost (its requests
-    // fail with PeerLost later), the others are still wired up.
-    for (auto& h : hello) {
-      try {
-        wait({&h, 1}, deadline);
-      } catch (const TimeoutError& e) {
-        throw TimeoutError(fmt::format("UCX connect: {}", e.what()));
-      } catch (const PeerLostError& e) {
-        SINEW_WARN(kUcx, "UCX connect: {}", e.what());
-      }
+    try {
+      wait(hello, deadline);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(fmt::format("UCX connect: {}", e.what()));
     }
     SINEW_INFO(kUcx, "rank {}/{} connected over UCX (TLS '{}')", rank_, size_,
                effective_settings().tls);
@@ -623,13 +612,12 @@ class UcxTransport final : public Transport {
 }  // namespace
 }  // namespace ucx
 
-TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline,
-                                const std::atomic<bool>* abort_flag, const std::function<void()>& between) {
+TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline) {
   if (!store) throw InvalidArgument::make("store", "nullptr", "a store to rendezvous through");
   SINEW_ARG_CHECK(size >= 1 && size <= ucx::kMaxRanks, "size", size,
                   fmt::format("1 to {} ranks", ucx::kMaxRanks));
   SINEW_ARG_CHECK(rank >= 0 && rank < size, "rank", rank, fmt::format("a rank in [0, {})", size));
-  return std::make_unique<ucx::UcxTransport>(std::move(store), rank, size, deadline, abort_flag, between);
+  return std::make_unique<ucx::UcxTransport>(std::move(store), rank, size, deadline);
 }
 
 bool ucx_transport_available() {

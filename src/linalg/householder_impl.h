@@ -164,6 +164,73 @@ template <class T> void orgqr(Mat<T> A, const T* tau, Mat<T> Q, QrScratch<T>& s,
 
 // ---- compact: W matrices at once --------------------------------------------
 
+// Columns [c0, c1) of C (ld m) <- H C for H = I - t v vᵀ, v = [1; a[j+1 .. m)]
+// acting on rows j .. m, lanes at once. Four columns share each load of v,
+// and each column's dot product runs on two accumulators, so that the
+// update is not one long chain of dependent FMAs.
+template <class T>
+inline void reflect_lanes(const Vec<T>* a, int64_t j, int64_t m, Vec<T> t, Vec<T>* C, int64_t c0, int64_t c1) {
+  using V = Vec<T>;
+  int64_t c = c0;
+  for (; c + 4 <= c1; c += 4) {
+    V* x0 = C + c * m;
+    V* x1 = x0 + m;
+    V* x2 = x1 + m;
+    V* x3 = x2 + m;
+    V w0 = x0[j], w1 = x1[j], w2 = x2[j], w3 = x3[j];
+    V u0 = V::zero(), u1 = V::zero(), u2 = V::zero(), u3 = V::zero();
+    int64_t i = j + 1;
+    for (; i + 1 < m; i += 2) {
+      const V a0 = a[i], a1 = a[i + 1];
+      w0 = fma(a0, x0[i], w0);
+      w1 = fma(a0, x1[i], w1);
+      w2 = fma(a0, x2[i], w2);
+      w3 = fma(a0, x3[i], w3);
+      u0 = fma(a1, x0[i + 1], u0);
+      u1 = fma(a1, x1[i + 1], u1);
+      u2 = fma(a1, x2[i + 1], u2);
+      u3 = fma(a1, x3[i + 1], u3);
+    }
+    if (i < m) {
+      const V a0 = a[i];
+      w0 = fma(a0, x0[i], w0);
+      w1 = fma(a0, x1[i], w1);
+      w2 = fma(a0, x2[i], w2);
+      w3 = fma(a0, x3[i], w3);
+    }
+    w0 = (w0 + u0) * t;
+    w1 = (w1 + u1) * t;
+    w2 = (w2 + u2) * t;
+    w3 = (w3 + u3) * t;
+    x0[j] = x0[j] - w0;
+    x1[j] = x1[j] - w1;
+    x2[j] = x2[j] - w2;
+    x3[j] = x3[j] - w3;
+    for (i = j + 1; i < m; ++i) {
+      const V ai = a[i];
+      x0[i] = fnma(w0, ai, x0[i]);
+      x1[i] = fnma(w1, ai, x1[i]);
+      x2[i] = fnma(w2, ai, x2[i]);
+      x3[i] = fnma(w3, ai, x3[i]);
+    }
+  }
+  for (; c < c1; ++c) {
+    V* x = C + c * m;
+    V w0 = x[j], w1 = V::zero(), w2 = V::zero(), w3 = V::zero();
+    int64_t i = j + 1;
+    for (; i + 3 < m; i += 4) {
+      w0 = fma(a[i], x[i], w0);
+      w1 = fma(a[i + 1], x[i + 1], w1);
+      w2 = fma(a[i + 2], x[i + 2], w2);
+      w3 = fma(a[i + 3], x[i + 3], w3);
+    }
+    for (; i < m; ++i) w0 = fma(a[i], x[i], w0);
+    const V w = ((w0 + w1) + (w2 + w3)) * t;
+    x[j] = x[j] - w;
+    for (i = j + 1; i < m; ++i) x[i] = fnma(w, a[i], x[i]);
+  }
+}
+
 // QR of the m x n matrices in the lanes of A (column-major, ld m): R above
 // the diagonal, reflectors below, tau[min(m, n)].
 template <class T> void geqr2_lanes(Vec<T>* A, int64_t m, int64_t n, Vec<T>* tau) {
@@ -182,14 +249,7 @@ template <class T> void geqr2_lanes(Vec<T>* A, int64_t m, int64_t n, Vec<T>* tau
     for (int64_t i = j + 1; i < m; ++i) a[i] = a[i] * sc;
     a[j] = select(skip, alpha, beta);
     tau[j] = t;
-    for (int64_t c = j + 1; c < n; ++c) {
-      V* cc = A + c * m;
-      V w = cc[j];
-      for (int64_t i = j + 1; i < m; ++i) w = fma(a[i], cc[i], w);
-      w = w * t;
-      cc[j] = cc[j] - w;
-      for (int64_t i = j + 1; i < m; ++i) cc[i] = fnma(w, a[i], cc[i]);
-    }
+    reflect_lanes(a, j, m, t, A, j + 1, n);
   }
 }
 
@@ -198,18 +258,7 @@ template <class T> void org2r_lanes(const Vec<T>* A, int64_t m, int64_t k, const
   using V = Vec<T>;
   for (int64_t c = 0; c < q; ++c)
     for (int64_t i = 0; i < m; ++i) Q[i + c * m] = V::set1(i == c ? T(1) : T(0));
-  for (int64_t j = k; j-- > 0;) {
-    const V* a = A + j * m;
-    const V t = tau[j];
-    for (int64_t c = j; c < q; ++c) {
-      V* cc = Q + c * m;
-      V w = cc[j];
-      for (int64_t i = j + 1; i < m; ++i) w = fma(a[i], cc[i], w);
-      w = w * t;
-      cc[j] = cc[j] - w;
-      for (int64_t i = j + 1; i < m; ++i) cc[i] = fnma(w, a[i], cc[i]);
-    }
-  }
+  for (int64_t j = k; j-- > 0;) reflect_lanes(A + j * m, j, m, tau[j], Q, j, q);
 }
 
 }  // namespace sinew::linalg::detail::SINEW_LINALG_ISA

@@ -281,13 +281,9 @@ template <class T> void geqp3_lanes(Vec<T>* A, int64_t m, int64_t n, Vec<T>* tau
     for (int64_t r = i + 1; r < m; ++r) a[r] = a[r] * sc;
     a[i] = select(skip, alpha, beta);
     tau[i] = t;
+    reflect_lanes(a, i, m, t, A, i + 1, n);
     for (int64_t c = i + 1; c < n; ++c) {
       V* cc = A + c * m;
-      V w = cc[i];
-      for (int64_t r = i + 1; r < m; ++r) w = fma(a[r], cc[r], w);
-      w = w * t;
-      cc[i] = cc[i] - w;
-      for (int64_t r = i + 1; r < m; ++r) cc[r] = fnma(w, a[r], cc[r]);
       // Downdate the partial column norm; recompute it when cancellation
       // has eaten its accuracy (LAPACK's test).
       const auto live = vn1[c] > zero;
@@ -310,19 +306,7 @@ template <class T> void geqp3_lanes(Vec<T>* A, int64_t m, int64_t n, Vec<T>* tau
 // C (m x q, ld m) <- H_0 ... H_{k-1} C for the reflectors below the diagonal
 // of A (m x k, ld m), lanes at once.
 template <class T> void apply_q_lanes(const Vec<T>* A, int64_t m, int64_t k, const Vec<T>* tau, Vec<T>* C, int64_t q) {
-  using V = Vec<T>;
-  for (int64_t j = k; j-- > 0;) {
-    const V* a = A + j * m;
-    const V t = tau[j];
-    for (int64_t c = 0; c < q; ++c) {
-      V* cc = C + c * m;
-      V w = cc[j];
-      for (int64_t i = j + 1; i < m; ++i) w = fma(a[i], cc[i], w);
-      w = w * t;
-      cc[j] = cc[j] - w;
-      for (int64_t i = j + 1; i < m; ++i) cc[i] = fnma(w, a[i], cc[i]);
-    }
-  }
+  for (int64_t j = k; j-- > 0;) reflect_lanes(A + j * m, j, m, tau[j], C, 0, q);
 }
 
 }  // namespace sinew::linalg::detail::SINEW_LINALG_ISA

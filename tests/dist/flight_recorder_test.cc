@@ -34,11 +34,11 @@ const bool g_own_dump_prefix = [] {
   return true;
 }();
 
-// A small ring for this program, set before the recorder reads its settings.
-// A small ring and C++ stacks for this program, set before the recorder
-// reads its settings (PyTorch's spelling for the stacks).
+// A small ring, C++ stacks and exact timing for this program, set before the
+// recorder reads its settings (PyTorch's spellings for the last two).
 const bool kSmallRing = [] {
-  return setenv("SINEW_FR_BUFFER_SIZE", "64", 1) == 0 && setenv("TORCH_FR_CPP_STACK", "1", 1) == 0;
+  return setenv("SINEW_FR_BUFFER_SIZE", "64", 1) == 0 && setenv("TORCH_FR_CPP_STACK", "1", 1) == 0 &&
+         setenv("TORCH_NCCL_ENABLE_TIMING", "1", 1) == 0;
 }();
 
 using testing::run_ranks;
@@ -101,6 +101,7 @@ TEST_P(BackendFr, RecordsEveryOpWithPyTorchsFields) {
     if (e["pg_id"] == pg_id && e["event"] == "split") ++splits;
   EXPECT_EQ(splits, 2);
   std::map<std::string, int> ops;
+  EXPECT_EQ(d["exact_timing"], true);
   for (const auto& e : es) {
     ops[e["profiling_name"]]++;
     EXPECT_EQ(e["state"], "completed");

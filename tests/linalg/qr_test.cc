@@ -111,6 +111,31 @@ TEST_P(QrTest, BatchesCompactAndPerMatrix) {
   check_qr<double>(3, 60, 50, QrMode::kComplete, true, 2);
 }
 
+// The compact path's reflector updates run four columns at a time: every
+// remainder of columns, batches that leave lanes empty, both layouts.
+TEST_P(QrTest, CompactBatchSizesAndLayouts) {
+  for (int64_t count : {2, 7, 9, 17})
+    for (bool colmajor : {false, true}) {
+      check_qr<double>(count, 33, 31, QrMode::kComplete, colmajor, 2);
+      check_qr<float>(count, 30, 29, QrMode::kReduced, colmajor, 1);
+      check_qr<double>(count, 6, 11, QrMode::kReduced, colmajor, 1);
+    }
+}
+
+// A non-finite matrix in the middle of a compact batch is named by its index.
+TEST_P(QrTest, CompactBatchNamesTheBadMatrix) {
+  Mats<double> a(17, 32, 32), q(17, 32, 32), r(17, 32, 32);
+  fill_normal(a);
+  a(9, 5, 30) = std::numeric_limits<double>::quiet_NaN();
+  try {
+    qr(a.view(true), q.view(true), r.view(true));
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'qr: a[9]'"));
+    EXPECT_THAT(e.what(), HasSubstr("nan at row 5, column 30"));
+  }
+}
+
 TEST_P(QrTest, RankDeficientZeroAndIdentity) {
   for (int64_t count : {1, 9}) {
     Mats<double> a(count, 36, 36);

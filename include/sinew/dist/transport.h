@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,8 +72,13 @@ class Transport {
 using TransportPtr = std::unique_ptr<Transport>;
 
 // Rendezvous through `store` (keys under the store's namespace) and connect
-// every pair. `ranks_on_host[r]` is unused by UCX. Blocking until `deadline`.
-TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline);
+// every pair. Blocking until `deadline`. While peers' addresses are awaited,
+// `check_peers` (when given) runs every 50 ms and may throw to end the wait
+// (PeerLostError for a rank known dead). A rank lost during the wire-up
+// fails it with PeerLostError naming the lost rank, also at the peers that
+// only saw this rank give up.
+TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline,
+                                std::function<void()> check_peers = {});
 bool ucx_transport_available();
 
 }  // namespace sinew::dist

@@ -66,6 +66,10 @@ class Work {
   // A tracer's id for this op (the Flight Recorder's record id).
   uint64_t trace_id() const { return trace_id_; }
   void set_trace_id(uint64_t id) { trace_id_ = id; }
+  // Where the tracer keeps the op's record, so start and completion find it
+  // without a lookup.
+  void* trace_slot() const { return trace_slot_; }
+  void set_trace_slot(void* slot) { trace_slot_ = slot; }
 
  private:
   std::string op_name_;
@@ -81,6 +85,7 @@ class Work {
   std::vector<std::function<void()>> finalizers_;
   const HookSet* hooks_ = nullptr;
   uint64_t trace_id_ = 0;
+  void* trace_slot_ = nullptr;
   const char* op_literal_ = nullptr;
   std::atomic<bool> started_{false};
 };

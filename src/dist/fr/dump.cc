@@ -3,8 +3,10 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -128,9 +130,38 @@ std::string render_json(const std::string& reason, const std::string& detail) {
                                                           : nlohmann::ordered_json(nullptr)}};
   j["buffer_size"] = r.config().capacity;
 
+  // What each group's ring no longer holds, worked out here rather than
+  // counted on the op path (that read the overwritten slot: a cache miss per
+  // op). Group sequence numbers count from 1, so a group's ops are
+  // 1..last_enqueued, and those older than its oldest record still in the
+  // ring were dropped. The progress counters are read before the ring, so
+  // ops recorded during the dump do not read as dropped.
+  struct Kept {
+    uint64_t enq_coll, enq_p2p, coll = 0, p2p = 0, min_coll = 0, min_p2p = 0;
+  };
+  std::map<const GroupTrace*, Kept> kept;
+  const auto groups = r.groups();
+  for (const GroupTrace* g : groups) kept[g] = {g->last_enqueued_coll.load(), g->last_enqueued_p2p.load()};
+  const std::vector<EntryCopy> snapshot = r.snapshot();
+  for (const EntryCopy& e : snapshot) {
+    auto it = kept.find(e.group);
+    if (e.is_event || it == kept.end()) continue;
+    Kept& k = it->second;
+    const uint64_t seq = e.is_p2p ? e.p2p_seq : e.coll_seq;
+    if (seq == 0 || seq > (e.is_p2p ? k.enq_p2p : k.enq_coll)) continue;
+    uint64_t& n = e.is_p2p ? k.p2p : k.coll;
+    uint64_t& lo = e.is_p2p ? k.min_p2p : k.min_coll;
+    ++n;
+    if (lo == 0 || seq < lo) lo = seq;
+  }
   auto config = nlohmann::ordered_json::object();
   auto status = nlohmann::ordered_json::object();
-  for (const GroupTrace* g : r.groups()) {
+  for (const GroupTrace* g : groups) {
+    const Kept& k = kept[g];
+    const uint64_t dropped_coll = k.enq_coll > k.coll ? k.enq_coll - k.coll : 0;
+    const uint64_t dropped_p2p = k.enq_p2p > k.p2p ? k.enq_p2p - k.p2p : 0;
+    const uint64_t last_dropped_coll = dropped_coll == 0 ? 0 : k.coll == 0 ? k.enq_coll : k.min_coll - 1;
+    const uint64_t last_dropped_p2p = dropped_p2p == 0 ? 0 : k.p2p == 0 ? k.enq_p2p : k.min_p2p - 1;
     const GroupInfo& i = g->info;
     nlohmann::ordered_json c = {{"name", i.name}, {"desc", i.desc}, {"backend", i.backend}, {"epoch", i.epoch},
                         {"rank", i.rank}, {"size", i.size}, {"timeout_ms", i.timeout_ms}};
@@ -142,15 +173,17 @@ std::string render_json(const std::string& reason, const std::string& detail) {
                        {"last_enqueued_p2p", g->last_enqueued_p2p.load()},
                        {"last_started_p2p", g->last_started_p2p.load()},
                        {"last_completed_p2p", g->last_completed_p2p.load()},
-                       {"dropped", g->dropped.load()},
-                       {"last_dropped_collective", g->last_dropped_coll.load()},
-                       {"last_dropped_p2p", g->last_dropped_p2p.load()}};
+                       {"dropped", dropped_coll + dropped_p2p},
+                       {"last_dropped_collective", last_dropped_coll},
+                       {"last_dropped_p2p", last_dropped_p2p}};
   }
   j["pg_config"] = std::move(config);
   j["pg_status"] = std::move(status);
 
+  const bool exact = r.clock().exact();
+  j["exact_timing"] = exact;
   auto entries = nlohmann::ordered_json::array();
-  for (const EntryCopy& e : r.snapshot()) {
+  for (const EntryCopy& e : snapshot) {
     const GroupInfo& gi = e.group->info;
     nlohmann::ordered_json x;
     x["record_id"] = e.id;
@@ -162,8 +195,12 @@ std::string render_json(const std::string& reason, const std::string& detail) {
     x["profiling_name"] = e.is_event ? std::string(e.op) : std::string(gi.backend) + ":" + e.op;
     x["time_created_ns"] = wall(e.created_ns);
     x["time_discovered_started_ns"] = wall(e.started_ns);
-    x["time_discovered_completed_ns"] = wall(e.completed_ns);
-    if (e.completed_ns != 0 && e.started_ns != 0) x["duration_ms"] = (e.completed_ns - e.started_ns) / 1e6;
+    // Without exact timing the completion time comes from the coarse
+    // clock, which can read a little before the (exact) start.
+    const int64_t completed = e.completed_ns == 0 ? 0 : std::max(e.completed_ns, e.started_ns);
+    x["time_discovered_completed_ns"] = wall(completed);
+    // As PyTorch: a duration only with exact timing (TORCH_NCCL_ENABLE_TIMING).
+    if (exact && completed != 0 && e.started_ns != 0) x["duration_ms"] = (completed - e.started_ns) / 1e6;
     else x["duration_ms"] = nullptr;
     x["input_sizes"] = sizes(e.in);
     x["input_dtypes"] = dtypes(e.in);

@@ -74,6 +74,10 @@ Config load_config() {
     c.cpp_stack = parse_bool(e->first, e->second);
     note("C++ stacks", e->first, e->second);
   }
+  if (auto e = first_env({"SINEW_FR_ENABLE_TIMING", "TORCH_NCCL_ENABLE_TIMING"})) {
+    c.timing = parse_bool(e->first, e->second);
+    note("exact timing", e->first, e->second);
+  }
   if (auto e = first_env({"SINEW_FR_PIPE_FILE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"})) {
     c.pipe_prefix = e->second;
     note("dump pipe prefix", e->first, e->second);
@@ -102,31 +106,68 @@ int8_t fill_shape(const TensorView& t, int64_t* dims) {
   return static_cast<int8_t>(shape.size());
 }
 
-constexpr int8_t kSameAsInput = -2;  // an output ndim: the input's shape
-
-inline uint32_t record_first(std::span<const TensorView> tensors, std::atomic<int64_t>* out) {
-  if (tensors.empty()) return 0;
-  int64_t dims[Shape::kMaxDims] = {};
-  const int8_t nd = fill_shape(tensors[0], dims);
-  for (int d = 0; d < (nd < 0 ? 1 : nd); ++d) out[d].store(dims[d], std::memory_order_relaxed);
-  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(tensors.size(), 0xffff));
-  return count | uint32_t{static_cast<uint8_t>(tensors[0].dtype())} << 16 | uint32_t{static_cast<uint8_t>(nd)} << 24;
+// Inline, not std::ranges::equal: that becomes a memcmp call per op.
+inline bool same_shape(const TensorView& a, const TensorView& b) {
+  const auto x = a.shape(), y = b.shape();
+  if (x.size() != y.size()) return false;
+  for (size_t d = 0; d < x.size(); ++d)
+    if (x[d] != y[d]) return false;
+  return true;
 }
+
+constexpr int8_t kSameAsInput = -2;  // an output ndim: the input's shape
+constexpr int8_t kInSide = -3;       // the first shape is in the side record
+
+// The first tensor's count, dtype and ndim, packed; its dims go to `out`,
+// or to `big` (ndim kInSide) when one does not fit in 32 bits.
+inline uint32_t record_first(std::span<const TensorView> tensors, std::atomic<int32_t>* out, Shape& big) {
+  if (tensors.empty()) return 0;
+  const TensorView& t = tensors[0];
+  const auto shape = t.shape();
+  int8_t nd;
+  // Straight from the view into the slot: a local copy of the dims cost a
+  // store-forwarding stall per op.
+  if (shape.size() <= Shape::kMaxDims) {
+    bool fits = true;
+    for (size_t d = 0; d < shape.size(); ++d) fits &= shape[d] <= INT32_MAX;
+    nd = fits ? static_cast<int8_t>(shape.size()) : kInSide;
+    if (fits)
+      for (size_t d = 0; d < shape.size(); ++d) out[d].store(static_cast<int32_t>(shape[d]), std::memory_order_relaxed);
+  } else {
+    const int64_t n = t.numel();
+    nd = n <= INT32_MAX ? int8_t{-1} : kInSide;
+    if (nd == -1) out[0].store(static_cast<int32_t>(n), std::memory_order_relaxed);
+  }
+  if (nd == kInSide) big.ndim = fill_shape(t, big.dims);
+  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(tensors.size(), 0xffff));
+  return count | uint32_t{static_cast<uint8_t>(t.dtype())} << 16 | uint32_t{static_cast<uint8_t>(nd)} << 24;
+}
+
+inline bool in_side(uint32_t packed) { return static_cast<int8_t>(packed >> 24) == kInSide && (packed & 0xffff); }
 
 void record_more(std::span<const TensorView> tensors, Shape* more) {
   const size_t n = std::min<size_t>(tensors.size(), TensorList::kMaxShapes);
   for (size_t i = 1; i < n; ++i) more[i - 1].ndim = fill_shape(tensors[i], more[i - 1].dims);
 }
 
-void unpack_tensors(uint32_t packed, const std::atomic<int64_t>* first, const Shape* more, bool more_valid,
-                    TensorList& list) {
+void unpack_tensors(uint32_t packed, const std::atomic<int32_t>* first, const Shape& first_big, const Shape* more,
+                    bool more_valid, TensorList& list) {
   list.count = static_cast<uint16_t>(packed & 0xffff);
   list.dtype = static_cast<DType>((packed >> 16) & 0xff);
   if (list.count == 0) return;
   Shape& s = list.shapes[0];
   s.ndim = static_cast<int8_t>(packed >> 24);
-  if (s.ndim < -1) return;  // kSameAsInput: the caller copies the input's shape
-  for (int d = 0; d < (s.ndim < 0 ? 1 : s.ndim); ++d) s.dims[d] = first[d].load(std::memory_order_relaxed);
+  if (s.ndim == kSameAsInput) return;  // the caller copies the input's shape
+  if (s.ndim == kInSide) {
+    if (more_valid) {
+      s = first_big;
+    } else {
+      s.ndim = -1;
+      s.dims[0] = -1;
+    }
+  } else {
+    for (int d = 0; d < (s.ndim < 0 ? 1 : s.ndim); ++d) s.dims[d] = first[d].load(std::memory_order_relaxed);
+  }
   const int n = std::min<int>(list.count, TensorList::kMaxShapes);
   for (int i = 1; i < n; ++i) {
     if (more_valid) {
@@ -154,6 +195,12 @@ thread_local uint64_t t_last_enqueued SINEW_FAST_TLS = 0;  // trace id of this t
 thread_local int64_t t_last_enqueued_ns SINEW_FAST_TLS = 0;
 thread_local uint64_t t_running SINEW_FAST_TLS = 0;  // trace id of the op this thread executes
 thread_local const ThreadTag* t_tag SINEW_FAST_TLS = nullptr;
+// Record ids this thread may use: [next, end).
+struct IdBlock {
+  uint64_t next = 0, end = 0;
+  size_t index = 0;  // next's slot
+};
+thread_local IdBlock t_ids SINEW_FAST_TLS;
 
 class Hooks final : public ProcessGroupHooks {
  public:
@@ -170,22 +217,25 @@ class Hooks final : public ProcessGroupHooks {
             .count() -
         g_->info.timeout_ms * 1'000'000;
     const char* op = work.op_literal() ? work.op_literal() : "unknown";
-    const uint64_t id = r.begin(g_, op, false, is_p2p, work.seq(), peer, created);
-    Slot& s = r.slot(id);
-    const uint32_t in = record_first(inputs, s.in_dims);
+    uint64_t id;
+    Slot& s = r.begin(g_, op, false, is_p2p, work.seq(), peer, created, id);
+    Shape big_in, big_out;  // written only when used (ndim kInSide)
+    const uint32_t in = record_first(inputs, s.in_dims, big_in);
     // In-place ops (allreduce, broadcast) pass the same tensor twice: the
     // outputs' shape is then not stored again (out ndim kSameAsInput).
     const bool same = !inputs.empty() && outputs.size() == 1 && inputs.size() == 1 &&
                       outputs[0].data() == inputs[0].data() && outputs[0].dtype() == inputs[0].dtype() &&
-                      std::ranges::equal(outputs[0].shape(), inputs[0].shape());
+                      same_shape(outputs[0], inputs[0]);
     const uint32_t out = same ? (in & 0x00ffffffu) | uint32_t{static_cast<uint8_t>(kSameAsInput)} << 24
-                              : record_first(outputs, s.out_dims);
+                              : record_first(outputs, s.out_dims, big_out);
     s.tensors.store(uint64_t{in} | uint64_t{out} << 32, std::memory_order_relaxed);
-    if (inputs.size() > 1 || outputs.size() > 1 || r.config().cpp_stack) {
+    if (inputs.size() > 1 || outputs.size() > 1 || r.config().cpp_stack || in_side(in) || in_side(out)) {
       SideRecord& side = r.side(id);
       side.claim(id);
       record_more(inputs, side.more_in);
       record_more(outputs, side.more_out);
+      if (in_side(in)) side.first_in = big_in;
+      if (in_side(out)) side.first_out = big_out;
       if (r.config().cpp_stack)
         side.nframes = static_cast<uint8_t>(::backtrace(side.frames, SideRecord::kMaxFrames));
       side.unlock();
@@ -196,6 +246,7 @@ class Hooks final : public ProcessGroupHooks {
     // need not read the slot's (lock-guarded) fields.
     const uint64_t trace = 2 * (id + 1) + (is_p2p ? 1 : 0);
     work.set_trace_id(trace);
+    work.set_trace_slot(&s);
     t_last_enqueued = trace;
     t_last_enqueued_ns = created;
   }
@@ -203,7 +254,7 @@ class Hooks final : public ProcessGroupHooks {
   void on_start(Work& work) override {
     const uint64_t tid = work.trace_id();
     if (tid == 0) return;
-    if (Slot* s = r_.live(tid / 2 - 1)) {
+    if (Slot* s = live(work)) {
       // Started on the thread that issued it, right away (the inline path):
       // the issue time is the start time.
       const int64_t now = tid == t_last_enqueued ? t_last_enqueued_ns : steady_ns();
@@ -288,12 +339,19 @@ class Hooks final : public ProcessGroupHooks {
     const uint64_t tid = work.trace_id();
     if (tid == 0) return nullptr;
     if (t_running == tid) t_running = 0;
-    Slot* s = r_.live(tid / 2 - 1);
+    Slot* s = live(work);
     if (!s) return nullptr;
     s->completed_tick.store(r_.clock().now(), std::memory_order_relaxed);
     s->state.store(State::kCompleted, std::memory_order_release);
     ((tid & 1) ? g_->last_completed_p2p : g_->last_completed_coll).store(work.seq(), std::memory_order_relaxed);
     return s;
+  }
+
+  // The op's slot while it still holds the op's record (a ring that
+  // wrapped during a long op has reused it).
+  static Slot* live(const Work& work) {
+    Slot* s = static_cast<Slot*>(work.trace_slot());
+    return s && s->version.load(std::memory_order_acquire) == work.trace_id() - (work.trace_id() & 1) ? s : nullptr;
   }
 
   GroupTrace* g_;
@@ -333,22 +391,25 @@ const ThreadTag& this_thread_tag() {
   return *t_tag;
 }
 
-Clock::Clock() {
+Clock::Clock(bool exact) {
+  mode_ = exact ? Mode::kSteady : Mode::kCoarse;
 #if defined(__x86_64__)
   // The TSC is usable across cores when the kernel chose it as its own
   // clocksource (it checks invariance and synchronisation).
-  if (std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r")) {
-    char buf[32] = {};
-    if (std::fgets(buf, sizeof(buf), f)) tsc_ = std::strncmp(buf, "tsc", 3) == 0 && (buf[3] == '\n' || !buf[3]);
-    std::fclose(f);
-  }
+  if (exact)
+    if (std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r")) {
+      char buf[32] = {};
+      if (std::fgets(buf, sizeof(buf), f) && std::strncmp(buf, "tsc", 3) == 0 && (buf[3] == '\n' || !buf[3]))
+        mode_ = Mode::kTsc;
+      std::fclose(f);
+    }
 #endif
   tick0_ = now();
   ns0_ = steady_ns();
 }
 
 double Clock::rate() const {
-  if (!tsc_) return 1.0;
+  if (mode_ != Mode::kTsc) return 1.0;
   // The rate is measured over the recorder's whole life; a young recorder
   // waits until 20 ms have passed so the rate is good to ~1e-6.
   int64_t ns1 = steady_ns();
@@ -366,7 +427,7 @@ double Clock::rate() const {
 
 int64_t Clock::to_ns(uint64_t tick, double rate) const {
   if (tick == 0) return 0;
-  if (!tsc_) return static_cast<int64_t>(tick);
+  if (mode_ != Mode::kTsc) return static_cast<int64_t>(tick);
   return ns0_ + static_cast<int64_t>(std::llround((static_cast<double>(tick) - static_cast<double>(tick0_)) * rate));
 }
 
@@ -380,7 +441,10 @@ Recorder::Recorder()
       capacity_(std::max<size_t>(config_.capacity, 1)),
       inv_(~uint64_t{0} / capacity_),
       slots_(new Slot[capacity_]),
-      side_(new SideRecord[capacity_]) {}
+      side_(new SideRecord[capacity_]),
+      block_(std::clamp<uint64_t>(capacity_ / 32, 1, 64)),
+      stale_after_(capacity_ / 2),
+      clock_(config_.timing) {}
 
 GroupTrace* Recorder::register_group(const GroupInfo& info) {
   auto g = std::make_unique<GroupTrace>();
@@ -390,25 +454,11 @@ GroupTrace* Recorder::register_group(const GroupInfo& info) {
   return groups_.back().get();
 }
 
-uint64_t Recorder::begin(GroupTrace* g, const char* op, bool is_event, bool is_p2p, uint64_t seq, int peer,
-                         int64_t created_ns) {
-  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  Slot& s = slot(id);
-  // The record this one overwrites is counted as dropped for its group, so
-  // an analyser can tell a wrapped ring from a skipped collective.
-  if (s.version.load(std::memory_order_relaxed) != 0) {
-    GroupTrace* og = s.group.load(std::memory_order_relaxed);
-    const uint8_t f = s.flags.load(std::memory_order_relaxed);
-    if (og && !(f & Slot::kEvent)) {
-      // A load and a store, not an atomic add (a second locked instruction
-      // per op): two threads can only lose a count here when both overwrite
-      // records of the same group at the same moment.
-      og->dropped.store(og->dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      auto& last = (f & Slot::kP2P) ? og->last_dropped_p2p : og->last_dropped_coll;
-      const uint64_t seq_dropped = s.seq.load(std::memory_order_relaxed);
-      if (seq_dropped > last.load(std::memory_order_relaxed)) last.store(seq_dropped, std::memory_order_relaxed);
-    }
-  }
+Slot& Recorder::begin(GroupTrace* g, const char* op, bool is_event, bool is_p2p, uint64_t seq, int peer,
+                      int64_t created_ns, uint64_t& id) {
+  size_t index;
+  id = take_id(index);
+  Slot& s = slots_[index];
   s.version.store(2 * id + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);  // the odd version is seen before any field changes
   s.group.store(g, std::memory_order_relaxed);
@@ -423,7 +473,27 @@ uint64_t Recorder::begin(GroupTrace* g, const char* op, bool is_event, bool is_p
   s.state.store(State::kScheduled, std::memory_order_relaxed);
   s.tensors.store(0, std::memory_order_relaxed);
   s.thread.store(t_tag ? t_tag : &this_thread_tag(), std::memory_order_relaxed);
-  return id;
+  // The next record's slot is written on the next op: start fetching its
+  // lines for writing now, while this op runs.
+  const char* next = reinterpret_cast<const char*>(&slots_[index + 1 == capacity_ ? 0 : index + 1]);
+  for (size_t line = 0; line < sizeof(Slot); line += 64) __builtin_prefetch(next + line, 1);
+  return s;
+}
+
+uint64_t Recorder::take_id(size_t& index) {
+  IdBlock& b = t_ids;
+  // A block is given up once other threads have taken half a ring of ids
+  // since it was handed out: its records would land among much newer ones,
+  // and a dump (which scans the last `capacity` ids) would not see them.
+  // After reset() next_id_ is below b.end, which also reads as stale.
+  if (b.next == b.end || next_id_.load(std::memory_order_relaxed) - b.end > stale_after_) {
+    b.next = next_id_.fetch_add(block_, std::memory_order_relaxed);
+    b.end = b.next + block_;
+    b.index = this->index(b.next);
+  }
+  index = b.index;
+  b.index = b.index + 1 == capacity_ ? 0 : b.index + 1;
+  return b.next++;
 }
 
 void Recorder::set_error(uint64_t id, std::string message) {
@@ -438,8 +508,8 @@ void Recorder::record_event(GroupTrace* g, GroupEvent e, const std::string& deta
   if (!enabled()) return;
   static const char* const kNames[] = {"sinew:create", "sinew:split", "sinew:reconfigure", "sinew:abort",
                                        "sinew:revoke"};
-  const uint64_t id = begin(g, kNames[static_cast<int>(e)], true, false, 0, -1, steady_ns());
-  Slot& s = slot(id);
+  uint64_t id;
+  Slot& s = begin(g, kNames[static_cast<int>(e)], true, false, 0, -1, steady_ns(), id);
   s.started_ns.store(s.created_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
   s.completed_tick.store(clock_.now(), std::memory_order_relaxed);
   s.state.store(State::kCompleted, std::memory_order_relaxed);
@@ -451,18 +521,19 @@ std::vector<EntryCopy> Recorder::snapshot() {
   std::vector<EntryCopy> out;
   if (!enabled()) return out;
   const double rate = clock_.rate();
-  const uint64_t next = next_id_.load(std::memory_order_acquire);
-  const uint64_t first = next > capacity_ ? next - capacity_ : 0;
-  out.reserve(next - first);
+  out.reserve(capacity_);
   std::map<uint64_t, std::string> errors;
   {
     std::lock_guard<std::mutex> l(mu_);
     errors = errors_;
   }
-  for (uint64_t id = first; id < next; ++id) {
-    Slot& s = slot(id);
+  // Every slot, not the last `capacity` ids: ids come in per-thread blocks,
+  // so the newest ids can be unused while their slots still hold records.
+  for (size_t i = 0; i < capacity_; ++i) {
+    Slot& s = slots_[i];
     const uint64_t v1 = s.version.load(std::memory_order_acquire);
-    if (v1 != 2 * id + 2) continue;  // being written, or already overwritten
+    if (v1 == 0 || v1 % 2 == 1) continue;  // never written, or being written
+    const uint64_t id = v1 / 2 - 1;
     EntryCopy e{};
     e.id = id;
     e.group = s.group.load(std::memory_order_relaxed);
@@ -489,8 +560,9 @@ std::vector<EntryCopy> Recorder::snapshot() {
       e.frames.assign(side.frames, side.frames + side.nframes);
       e.awaited.assign(side.awaited, side.awaited + side.nawaited);
     }
-    unpack_tensors(static_cast<uint32_t>(packed), s.in_dims, side.more_in, side_valid, e.in);
-    unpack_tensors(static_cast<uint32_t>(packed >> 32), s.out_dims, side.more_out, side_valid, e.out);
+    unpack_tensors(static_cast<uint32_t>(packed), s.in_dims, side.first_in, side.more_in, side_valid, e.in);
+    unpack_tensors(static_cast<uint32_t>(packed >> 32), s.out_dims, side.first_out, side.more_out, side_valid,
+                   e.out);
     if (e.out.count && e.out.shapes[0].ndim == kSameAsInput) e.out = e.in;
     side.unlock();
     std::atomic_thread_fence(std::memory_order_acquire);
@@ -501,6 +573,7 @@ std::vector<EntryCopy> Recorder::snapshot() {
     if (auto it = errors.find(id); it != errors.end()) e.error = it->second;
     out.push_back(std::move(e));
   }
+  std::sort(out.begin(), out.end(), [](const EntryCopy& a, const EntryCopy& b) { return a.id < b.id; });
   return out;
 }
 
@@ -522,11 +595,6 @@ void Recorder::reset() {
   next_id_.store(0);
   std::lock_guard<std::mutex> l(mu_);
   errors_.clear();
-  for (auto& g : groups_) {
-    g->dropped = 0;
-    g->last_dropped_coll = 0;
-    g->last_dropped_p2p = 0;
-  }
 }
 
 }  // namespace fr

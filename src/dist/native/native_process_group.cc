@@ -561,10 +561,12 @@ class NativeProcessGroup final : public ProcessGroup {
       shm_ready_.store(true);
       watchdog_ = std::thread([this] { watch(); });
     } else {
-      // UCX's own rendezvous is not checked for lost ranks: tearing down a
-      // half-connected worker made a peer's UCX 1.13 assert in its progress
-      // (tcp_ep.c, a refused connection); a rank lost here fails the hello.
-      net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline);
+      // Lost ranks end the address rendezvous (before any endpoint exists).
+      // A half-connected worker is never kept going without a lost peer:
+      // that made a peer's UCX 1.13 assert in its progress (tcp_ep.c, a
+      // refused connection); a rank lost during the wire-up fails it.
+      net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline,
+                                [this] { check_peers_during_setup(); });
       net_ready_.store(true);
       watchdog_ = std::thread([this] { watch_store(); });
     }

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <list>
+#include <set>
 #include <unordered_map>
 
 #include "dist/ucx/ucx_context.h"
@@ -141,13 +142,13 @@ class UcxRequest final : public TransportRequest {
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(StorePtr store, int rank, int size, Deadline deadline)
+  UcxTransport(StorePtr store, int rank, int size, Deadline deadline, const std::function<void()>& check_peers)
       : rank_(rank), size_(size), send_seq_(size, 0), recv_seq_(size, 0), lost_(size, UCS_OK) {
     context_ = make_context(static_cast<size_t>(size));
     worker_ = make_worker(context_.get());
     event_fd_ = worker_event_fd(worker_.get());
     try {
-      connect(*store, deadline);
+      connect(*store, deadline, check_peers);
     } catch (...) {
       release(/*force=*/true, Status(ErrorCode::kAborted, "UCX transport setup failed"));
       throw;
@@ -265,14 +266,24 @@ class UcxTransport final : public Transport {
 
   // --- connection setup ---------------------------------------------------
 
-  void connect(Store& store, Deadline deadline) {
+  void connect(Store& store, Deadline deadline, const std::function<void()>& check_peers) {
     store.set(addr_key(rank_), worker_address(worker_.get()));
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(addr_key(r));
     try {
-      store.wait(keys, deadline.is_never()
-                           ? store.timeout()
-                           : std::chrono::duration_cast<Millis>(deadline.remaining()));
+      const Deadline until = deadline.is_never() ? Deadline::after(store.timeout()) : deadline;
+      // In slices, so a rank that died before publishing its address (seen
+      // by check_peers) ends the wait at once. No endpoint exists yet, so
+      // leaving here disturbs no peer's wire-up.
+      for (;;) {
+        try {
+          store.wait(keys, std::clamp(std::chrono::duration_cast<Millis>(until.remaining()), Millis(1), Millis(50)));
+          break;
+        } catch (const TimeoutError&) {
+          if (check_peers) check_peers();
+          if (until.expired()) throw;
+        }
+      }
     } catch (const TimeoutError&) {
       std::vector<int> missing;
       for (int r = 0; r < size_; ++r)
@@ -298,6 +309,8 @@ class UcxTransport final : public Transport {
       ucs_status_t st = ucp_ep_create(worker_.get(), &ep, &eps_[p]);
       if (st != UCS_OK) {
         eps_[p] = nullptr;
+        // A peer that died after publishing its address is unreachable.
+        if (is_connection_error(st)) give_up(store, {p}, peer_lost(p, st).message());
         throw IoError(
             fmt::format("UCX cannot create an endpoint to rank {}: {}", p, ucs_status_string(st)));
       }
@@ -315,13 +328,54 @@ class UcxTransport final : public Transport {
       wait(hello, deadline);
     } catch (const TimeoutError& e) {
       throw TimeoutError(fmt::format("UCX connect: {}", e.what()));
+    } catch (const PeerLostError& e) {
+      give_up(store, e.ranks(), e.what());
     }
     SINEW_INFO(kUcx, "rank {}/{} connected over UCX (TLS '{}')", rank_, size_,
                effective_settings().tls);
     if (log_enabled(LogLevel::kDebug, LogSubsys::kUcx)) log_endpoints();
   }
 
+  // Ends a setup that lost `seen` (the ranks whose connections failed).
+  // A peer whose own setup failed closes its endpoints, which reads here
+  // exactly like its death: blaming it would make the agreement drop a live
+  // rank. So each rank that gives up records whom it lost before it closes
+  // anything; a peer with such a record is alive, and the ranks it names
+  // are the lost ones.
+  [[noreturn]] void give_up(Store& store, const std::vector<int>& seen, const std::string& why) {
+    std::set<int> lost;
+    for (int r : seen) {
+      const std::string key = failed_key(r);
+      if (r != rank_ && store.check({key})) {
+        for (int x : decode_ranks(to_string(store.get(key))))
+          if (x != rank_) lost.insert(x);
+      } else {
+        lost.insert(r);
+      }
+    }
+    if (lost.empty()) lost.insert(seen.begin(), seen.end());
+    store.set(failed_key(rank_), fmt::format("{}", fmt::join(lost, ",")));
+    const std::vector<int> ranks(lost.begin(), lost.end());
+    throw PeerLostError(fmt::format("UCX connect: rank(s) {} lost while connecting ({})", ranks, why), ranks);
+  }
+
   static std::string addr_key(int r) { return fmt::format("ucx/addr/{}", r); }
+  static std::string failed_key(int r) { return fmt::format("ucx/setup_failed/{}", r); }
+  static std::vector<int> decode_ranks(const std::string& text) {
+    std::vector<int> out;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find(',', pos);
+      if (end == std::string::npos) end = text.size();
+      try {
+        out.push_back(std::stoi(text.substr(pos, end - pos)));
+      } catch (const std::exception&) {
+        throw IoError(fmt::format("corrupt UCX setup record in the store: '{}'", text));
+      }
+      pos = end + 1;
+    }
+    return out;
+  }
 
   void log_endpoints() {
     for (int p = 0; p < size_; ++p) {
@@ -612,12 +666,13 @@ class UcxTransport final : public Transport {
 }  // namespace
 }  // namespace ucx
 
-TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline) {
+TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline,
+                                std::function<void()> check_peers) {
   if (!store) throw InvalidArgument::make("store", "nullptr", "a store to rendezvous through");
   SINEW_ARG_CHECK(size >= 1 && size <= ucx::kMaxRanks, "size", size,
                   fmt::format("1 to {} ranks", ucx::kMaxRanks));
   SINEW_ARG_CHECK(rank >= 0 && rank < size, "rank", rank, fmt::format("a rank in [0, {})", size));
-  return std::make_unique<ucx::UcxTransport>(std::move(store), rank, size, deadline);
+  return std::make_unique<ucx::UcxTransport>(std::move(store), rank, size, deadline, check_peers);
 }
 
 bool ucx_transport_available() {

@@ -1,7 +1,9 @@
 // Symmetric eigendecomposition (PyTorch's linalg.eigh / eigvalsh) for
 // float32 and float64, on one matrix or a batch [..., n, n] in any strides.
 // Jacobi rotations for small matrices and batches, Householder
-// tridiagonalization + implicit QL for large ones. See docs/linalg.md.
+// tridiagonalization for large ones, then divide and conquer (LAPACK's
+// stedc) for eigenvectors or implicit QL for eigenvalues only. See
+// docs/linalg.md.
 #pragma once
 
 #include "sinew/tensor/tensor_view.h"
@@ -11,7 +13,7 @@ namespace sinew::linalg {
 enum class EighMethod {
   kAuto,         // Jacobi for small n and for batches of small matrices, tridiagonal above
   kJacobi,       // cyclic Jacobi (round-robin ordering), blocked for large n
-  kTridiagonal,  // Householder tridiagonalization + implicit QL
+  kTridiagonal,  // Householder tridiagonalization + divide and conquer (vectors) or implicit QL
 };
 
 struct EighOptions {

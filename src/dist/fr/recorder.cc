@@ -272,10 +272,7 @@ class Hooks final : public ProcessGroupHooks {
     Slot* s = finish(work);
     const uint64_t tid = work.trace_id();
     if (s) {
-      SideRecord& side = r.side(tid / 2 - 1);
-      side.claim(tid / 2 - 1);
-      side.set_awaited(status.ranks());
-      side.unlock();
+      r.set_awaited(tid / 2 - 1, status.ranks());
       s->flags.fetch_or(Slot::kFailed, std::memory_order_release);
       r.set_error(tid / 2 - 1, status.message());
     }
@@ -371,11 +368,7 @@ void note_awaited(const std::vector<int>& ranks) {
   if (t_running == 0) return;
   Recorder& r = Recorder::get();
   const uint64_t id = t_running / 2 - 1;
-  if (!r.live(id)) return;
-  SideRecord& side = r.side(id);
-  side.claim(id);
-  side.set_awaited(ranks);
-  side.unlock();
+  if (r.live(id)) r.set_awaited(id, ranks);
 }
 
 const ThreadTag& this_thread_tag() {
@@ -494,6 +487,13 @@ uint64_t Recorder::take_id(size_t& index) {
   index = b.index;
   b.index = b.index + 1 == capacity_ ? 0 : b.index + 1;
   return b.next++;
+}
+
+void Recorder::set_awaited(uint64_t id, std::span<const int> ranks) {
+  SideRecord& s = side(id);
+  s.claim(id);
+  s.set_awaited(ranks);
+  s.unlock();
 }
 
 void Recorder::set_error(uint64_t id, std::string message) {

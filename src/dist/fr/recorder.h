@@ -215,6 +215,7 @@ class Recorder {
     return s.version.load(std::memory_order_acquire) == 2 * id + 2 ? &s : nullptr;
   }
   void set_error(uint64_t id, std::string message);
+  void set_awaited(uint64_t id, std::span<const int> ranks);  // the ranks the op waits on
   void record_event(GroupTrace* g, GroupEvent e, const std::string& detail);
 
   std::vector<EntryCopy> snapshot();

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <charconv>
 #include <mutex>
 
@@ -12,6 +14,9 @@
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
 #include "sinew/dist/tcp_store.h"
+#ifdef SINEW_HAVE_MPI
+#include "dist/mpi/mpi_runtime.h"
+#endif
 
 namespace sinew::dist {
 namespace {
@@ -138,6 +143,49 @@ StorePtr connect_store(const LaunchEnv& env, const InitOptions& options) {
   return make_tcp_store(o);
 }
 
+// The mpi backend's job store (for what a program keeps beside its groups,
+// and the Flight Recorder's dump requests): rank 0 hosts it on a free port
+// and MPI tells the others where, so mpirun needs no MASTER_PORT.
+StorePtr mpi_job_store(const LaunchEnv& env, const InitOptions& options) {
+#ifdef SINEW_HAVE_MPI
+  const Deadline deadline = Deadline::after(options.timeout);
+  std::string where;
+  if (env.rank == 0) {
+    // MASTER_ADDR when given; loopback when every rank is on this host;
+    // else every interface, announced by host name.
+    const auto given = getenv_opt("MASTER_ADDR");
+    const bool one_host = env.local_world_size >= env.world_size;
+    const std::string bind = given ? *given : one_host ? "127.0.0.1" : "0.0.0.0";
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    const std::string announce = given || one_host ? bind : std::string(name);
+    auto& s = state();
+    std::lock_guard<std::mutex> g(s.mu);
+    const std::string token = make_job_token();
+    s.hosted.reset();
+    s.hosted = std::make_unique<TcpStoreServer>(bind, 0, token);
+    where = fmt::format("{} {} {}", announce, s.hosted->port(), token);
+    SINEW_INFO(kInit, "rank 0 hosts the job store at {}:{} (launcher {}, backend mpi)", announce,
+               s.hosted->port(), env.launcher);
+  }
+  where = mpi::share_from_rank0(where, deadline);
+  TcpStoreOptions o;
+  const size_t a = where.find(' '), b = where.find(' ', a + 1);
+  if (a == std::string::npos || b == std::string::npos)
+    throw InternalError(fmt::format("mpi: malformed job store address from rank 0: '{}'", where));
+  o.host = where.substr(0, a);
+  o.port = parse_int_env("job store port", where.substr(a + 1, b - a - 1));
+  o.token = where.substr(b + 1);
+  o.timeout = options.timeout;
+  o.connect_timeout = std::chrono::duration_cast<Millis>(deadline.remaining());
+  return make_tcp_store(o);
+#else
+  (void)env;
+  (void)options;
+  return nullptr;
+#endif
+}
+
 }  // namespace
 
 LaunchEnv read_launch_env() {
@@ -216,6 +264,8 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
   if (g.backend != "mpi") {
     store = connect_store(env, options);
     g.store = make_prefix_store("default", store);
+  } else {
+    store = env.launcher == "single" ? make_memory_store() : mpi_job_store(env, options);
   }
   if (store && env.launcher == "sinew") {
     // sinew run --fault-tolerant records each worker it lost (run_job.cc).
@@ -239,7 +289,7 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
   }
   std::lock_guard<std::mutex> lock(state().mu);
   state().job_store = store;
-  if (!store) return group;  // mpi: no job store
+  if (!store) return group;
   watch_flight_recorder_requests(store);
   try {
     if (auto offset = store->clock_offset_ns()) set_flight_recorder_clock_offset(*offset);
@@ -252,9 +302,7 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
 StorePtr job_store() {
   std::lock_guard<std::mutex> lock(state().mu);
   if (!state().job_store)
-    throw InvalidArgument::make("job_store()", "no store",
-                                "init_process_group() called first with a store-based backend "
-                                "(the mpi backend uses none)");
+    throw InvalidArgument::make("job_store()", "no store", "init_process_group() called first");
   return state().job_store;
 }
 

@@ -1,5 +1,8 @@
 // One ISA's copy of eigh (see backend.h): included by eigh_generic.cc and
 // eigh_avx512.cc.
+#include <optional>
+
+#include "linalg/tridiagonal_dc.h"  // before the ISA's target pragma: compiled once, outside the copies
 #include "linalg/isa_begin.h"
 #include "linalg/simd.h"
 #include "linalg/dense.h"
@@ -14,8 +17,13 @@ namespace {
 
 // Method choice (docs/linalg.md): a single matrix of order <= kEighJacobiMax
 // uses Jacobi, larger ones the tridiagonal method (kAuto); batches of
-// matrices of order <= kCompactEighMax run compact Jacobi, W at a time.
+// matrices of order <= kCompactEighMax run compact Jacobi, W at a time. The
+// tridiagonal method finds eigenvectors from order kEighDcMin by divide and
+// conquer (LAPACK stedc, see tridiagonal_dc.cc) and Householder back-
+// transformation, below it (and for eigenvalues only, where QL costs O(n²))
+// by the QL method.
 constexpr int64_t kEighJacobiMax = 16;
+constexpr int64_t kEighDcMin = 96;  // measured: QL is as fast up to about here
 constexpr int64_t kJacobiBlockedMin = 64;
 constexpr int64_t kCompactEighMax = 48;
 
@@ -78,6 +86,30 @@ template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Bu
   }
 }
 
+// Eigenvalues (d) and eigenvectors (Z) of A from its tridiagonalization (A
+// as sytrd left it: reflectors below the subdiagonal, tau; d, e): stedc on
+// the tridiagonal matrix, then Z <- Q Z (ormtr). When stedc does not converge,
+// forms Q and runs QL from a copy of (d, e) in `save` (2n entries). Returns
+// false if QL did not converge either.
+template <class T>
+bool tridiagonal_eigh_dc(Mat<T> A, T* d, T* e, const T* tau, Mat<T> Z, T* save, QrScratch<T>& qr, int threads) {
+  const int64_t n = A.n;
+  for (int64_t i = 0; i < n; ++i) {
+    save[i] = d[i];
+    if (i + 1 < n) save[n + i] = e[i];
+  }
+  if (stedc(n, d, e, Z.p, Z.ld, threads) != 0) {
+    for (int64_t i = 0; i < n; ++i) {
+      d[i] = save[i];
+      if (i + 1 < n) e[i] = save[n + i];
+    }
+    orgtr(A, tau, Z, qr, threads);
+    return tridiagonal_ql(n, d, e, Z, threads);
+  }
+  ormtr(A, tau, Z, threads);
+  return true;
+}
+
 template <class T> void eigh_job(const EighJob& job) {
   const int64_t n = job.a.rows, count = job.a.batch();
   const bool want_v = job.v.present;
@@ -97,13 +129,17 @@ template <class T> void eigh_job(const EighJob& job) {
   };
   PerWorker<Scratch> scratch(job.threads);
   const bool jacobi = job.algo == EighAlgo::kJacobi || (job.algo == EighAlgo::kAuto && n <= kEighJacobiMax);
+  const bool dc = !jacobi && want_v && n >= kEighDcMin && n <= kStedcMaxOrder;
+  std::optional<BlasThreadsScope> blas_threads;
+  if (dc) blas_threads.emplace(count == 1 ? job.threads : 1);  // what for_each_matrix gives each matrix
   for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) {
     Scratch& s = scratch[w];
-    T* cur = s.buf.get(2 * carve_size<T>(n, n) + 3 * static_cast<size_t>(n) + 64);
+    T* cur = s.buf.get(2 * carve_size<T>(n, n) + 5 * static_cast<size_t>(n) + 64);
     Mat<T> A = carve<T>(cur, n, n), Z = carve<T>(cur, n, n);
     T* d = cur;
     T* e = d + n;
     T* tau = e + n;
+    T* save = tau + n;
     load_lower(job.a, b, A, job.upper);
     Failure f;
     if (find_nonfinite(A, true, &f)) {
@@ -124,8 +160,12 @@ template <class T> void eigh_job(const EighJob& job) {
       for (int64_t i = 0; i < n; ++i) d[i] = A(i, i);
     } else {
       sytrd(A, d, e, tau, s.trd, threads);
-      if (want_v) orgtr(A, tau, Z, s.qr, threads);
-      ok = tridiagonal_ql(n, d, e, Zv, threads);
+      if (dc) {
+        ok = tridiagonal_eigh_dc(A, d, e, tau, Z, save, s.qr, threads);
+      } else {
+        if (want_v) orgtr(A, tau, Z, s.qr, threads);
+        ok = tridiagonal_ql(n, d, e, Zv, threads);
+      }
     }
     if (!ok) {
       job.log->record({b, FailKind::kNoConvergence, jacobi ? kJacobiMaxSweeps : kQlMaxIterations, 0, 0.0});

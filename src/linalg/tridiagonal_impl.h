@@ -1,6 +1,7 @@
 // Symmetric eigendecomposition through a tridiagonal matrix: Householder
 // tridiagonalization (LAPACK sytrd/latrd, lower; the trailing rank-2k
-// updates are kernels::mm calls), forming Q (orgtr, blocked QR code), and
+// updates are kernels::mm calls), applying Q to the eigenvectors of the
+// tridiagonal matrix (ormtr) or forming it (orgtr, blocked QR code), and
 // the implicit QL method whose plane rotations are recorded and applied to
 // the eigenvectors in batches, row block by row block, so that each column
 // of the eigenvector matrix is loaded and stored once per rotation instead
@@ -191,6 +192,50 @@ template <class T> void orgtr(Mat<T> A, const T* tau, Mat<T> Q, QrScratch<T>& s,
   if (n < 2) return;
   Mat<T> R = A.sub(1, 0, n - 1, n - 1);  // reflector j at R(j:, j), implicit 1 at R(j, j)
   apply_q(R, tau, false, Q.sub(1, 1, n - 1, n - 1), s, threads, true);
+}
+
+// Z (n x c) <- Q Z for the Q of the tridiagonalization (LAPACK ormtr, left,
+// lower): Q = diag(1, H_0 ... H_{n-2}) in compact WY blocks, applied last
+// block first. Columns of Z transform independently, so the T factors are
+// formed once and then each worker applies every block to its own panels of
+// columns: one fork-join in all, where threaded GEMMs would take three per
+// block (and a descheduled worker on a busy machine stalls each one).
+// Overwrites A's diagonal and strict upper triangle with the explicit V.
+template <class T> void ormtr(Mat<T> A, const T* tau, Mat<T> Z, int threads) {
+  const int64_t n = A.n;
+  if (n < 2 || Z.n == 0) return;
+  const int64_t m = n - 1, nb = kQrBlock, blocks = (m + nb - 1) / nb;
+  Mat<T> V = A.sub(1, 0, m, m);  // reflector j at V(j:, j), its implicit 1 at V(j, j)
+  for (int64_t j = 0; j < m; ++j) {
+    std::fill(V.col(j), V.col(j) + j, T(0));
+    V(j, j) = T(1);
+  }
+  Buffer<T> tbuf;
+  T* cur = tbuf.get(carve_size<T>(nb, blocks * nb));
+  Mat<T> Ts = carve<T>(cur, nb, blocks * nb);  // block t's T at columns t nb
+  for (int64_t j0 = 0; j0 < m; j0 += nb) {
+    const int64_t jb = std::min(nb, m - j0);
+    larft(V.sub(j0, j0, m - j0, jb), tau + j0, Ts.sub(0, j0, jb, jb), threads);
+  }
+  Mat<T> C = Z.sub(1, 0, m, Z.n);
+  // Two panels per worker, so that a worker slowed down by the machine
+  // leaves its second one to the other.
+  const int64_t panels = threads > 1 ? std::min<int64_t>(2 * threads, (C.n + 15) / 16) : 1;
+  const int64_t width = (C.n + panels - 1) / panels;
+  PerWorker<Buffer<T>> bufs(threads);
+  auto run = [&](int64_t p, int w) {
+    const int64_t c0 = p * width, nc = std::min(width, C.n - c0);
+    if (nc <= 0) return;
+    T* wcur = bufs[w].get(2 * carve_size<T>(nb, nc));
+    Mat<T> W1 = carve<T>(wcur, nb, nc), W2 = carve<T>(wcur, nb, nc);
+    for (int64_t j0 = (blocks - 1) * nb; j0 >= 0; j0 -= nb) {
+      const int64_t jb = std::min(nb, m - j0);
+      larfb(V.sub(j0, j0, m - j0, jb), Ts.sub(0, j0, jb, jb), false, C.sub(j0, c0, m - j0, nc),
+            W1.sub(0, 0, jb, nc), W2.sub(0, 0, jb, nc), 1);
+    }
+  };
+  if (panels == 1) run(0, 0);
+  else ThreadPool::global().parallel_for(panels, threads, run);
 }
 
 // Plane rotations recorded by QL sweeps. A sequence applies rotations

@@ -4,6 +4,7 @@
 // indefinite matrices, both triangles, both layouts and the error cases.
 #include "sinew/linalg/eigh.h"
 
+#include <cblas.h>
 #include <gmock/gmock.h>
 #include <lapacke.h>
 
@@ -192,6 +193,79 @@ TEST_P(EighTest, Errors) {
   Mats<double> e0(1, 0, 0), v0(1, 0, 0);
   Vecs<double> w0(1, 0);
   EXPECT_NO_THROW(eigh(e0.view(), w0.view(), v0.view()));
+}
+
+// The divide-and-conquer path (orders >= 96 with eigenvectors): random
+// matrices against LAPACKE syevd's eigenvectors (column by column, up to
+// sign: their eigenvalues are well separated), and spectra with repeated
+// eigenvalues and tight clusters, which deflate in stedc's merges.
+template <class T> void check_against_syevd(int64_t n, bool colmajor, int threads) {
+  SCOPED_TRACE(::testing::Message() << "n " << n << " threads " << threads << " bytes " << sizeof(T));
+  Mats<T> a(1, n, n, colmajor);
+  fill_normal(a);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < i; ++j) a(i, j) = a(j, i);
+  Vecs<T> w(1, n);
+  Mats<T> v(1, n, n, colmajor);
+  eigh(a.view(), w.view(), v.view(), {false, EighMethod::kAuto, threads});
+  expect_good<T>(eigh_errors(a, w, &v, 0), 0);
+  std::vector<T> ref(static_cast<size_t>(n * n)), wr(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) ref[i * n + j] = a(i, j);
+  if constexpr (sizeof(T) == 8) {
+    ASSERT_EQ(LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', n, ref.data(), n, wr.data()), 0);
+  } else {
+    ASSERT_EQ(LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'V', 'L', n, ref.data(), n, wr.data()), 0);
+  }
+  // Each column's angle to syevd's is at most ~ n ε ‖A‖₂ / gap (both are).
+  double gap = std::numeric_limits<double>::max();
+  for (int64_t j = 0; j + 1 < n; ++j) gap = std::min<double>(gap, wr[j + 1] - wr[j]);
+  const double norm2 = std::max(std::abs(wr[0]), std::abs(wr[n - 1]));
+  const double tol = 4 * n * eps<T>() * norm2 / gap;
+  ASSERT_LT(tol, 0.1) << "the eigenvalues are too close for this check";
+  for (int64_t j = 0; j < n; ++j) {
+    long double dot = 0;
+    for (int64_t i = 0; i < n; ++i) dot += static_cast<long double>(v(i, j)) * ref[i * n + j];
+    long double dist = 0;  // ‖v_j ∓ ref_j‖
+    for (int64_t i = 0; i < n; ++i) {
+      const long double x = v(i, j) - (dot < 0 ? -1.0L : 1.0L) * ref[i * n + j];
+      dist += x * x;
+    }
+    dist = std::sqrt(dist);
+    EXPECT_LT(static_cast<double>(dist), tol) << "column " << j;
+  }
+}
+
+TEST_P(EighTest, DivideAndConquerMatchesSyevd) {
+  check_against_syevd<double>(100, false, 1);
+  check_against_syevd<double>(150, true, 2);  // blocked back-transformation, a partial last block
+  check_against_syevd<float>(100, true, 2);
+}
+
+TEST_P(EighTest, DivideAndConquerRepeatedAndClustered) {
+  std::vector<double> rep(112);
+  for (int i = 0; i < 112; ++i) rep[i] = static_cast<double>(i % 7) - 3.0;  // 7 values, each 16 times
+  check_spectrum<double>(rep, EighMethod::kAuto, 1);
+  std::vector<double> cl(100);
+  for (int i = 0; i < 100; ++i) cl[i] = i < 50 ? 1.0 + i * 1e-13 : -2.0 + (i % 4) * 1e-9;
+  check_spectrum<double>(cl, EighMethod::kTridiagonal, 1);
+  check_spectrum<double>(cl, EighMethod::kAuto, 3);  // a batch: one thread per matrix
+  std::vector<double> clf(100, 0.5);
+  for (int i = 0; i < 30; ++i) clf[i] = -1.0 + i * 1e-6;
+  check_spectrum<float>(clf, EighMethod::kAuto, 1);
+}
+
+TEST_P(EighTest, DivideAndConquerRestoresOpenBlasThreads) {
+  const int before = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  Mats<double> a(1, 120, 120);
+  fill_spd(a);
+  Vecs<double> w(1, 120);
+  Mats<double> v(1, 120, 120);
+  eigh(a.view(), w.view(), v.view(), {false, EighMethod::kAuto, 2});
+  EXPECT_EQ(openblas_get_num_threads(), 1);
+  expect_good<double>(eigh_errors(a, w, &v, 0), 0);
+  openblas_set_num_threads(before);
 }
 
 SINEW_LINALG_ISA_TESTS(EighTest);

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
@@ -161,6 +162,37 @@ Lock::Lock() : lock_(mpi_mutex()) {
     throw IoError("mpi backend: MPI has been finalized (the process is exiting or the program called "
                   "MPI_Finalize); the group can no longer communicate");
   }
+}
+
+std::string share_from_rank0(const std::string& value, Deadline deadline) {
+  ensure_initialized();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0 && value.size() >= kShareMaxBytes)
+    throw InternalError(fmt::format("mpi: {} bytes to share, at most {}", value.size(), kShareMaxBytes - 1));
+  char buf[kShareMaxBytes] = {};
+  if (rank == 0) std::memcpy(buf, value.data(), value.size());
+  MPI_Request req;
+  {
+    Lock l;
+    check(MPI_Ibcast(buf, static_cast<int>(kShareMaxBytes), MPI_CHAR, 0, MPI_COMM_WORLD, &req), "MPI_Ibcast");
+  }
+  Backoff backoff;
+  for (;;) {
+    int done = 0;
+    {
+      Lock l;
+      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    }
+    if (done) break;
+    // An MPI broadcast cannot be withdrawn: the request is left behind, and
+    // the job is failing anyway (rank 0 never arrived).
+    if (deadline.expired())
+      throw TimeoutError("mpi: rank 0 did not share the job store's address before the deadline (did every rank "
+                         "call init_process_group?)");
+    backoff.pause();
+  }
+  return std::string(buf, strnlen(buf, kShareMaxBytes));
 }
 
 MPI_Datatype datatype(DType dtype) { return g_handles->types[index_of(dtype)]; }

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "sinew/core/deadline.h"
 #include "sinew/dist/reduce_op.h"
 
 namespace sinew::dist::mpi {
@@ -32,6 +33,12 @@ class Lock {
  private:
   std::unique_lock<std::mutex> lock_;
 };
+
+// Rank 0's `value` (at most kShareMaxBytes) on every rank of
+// MPI_COMM_WORLD. A non-blocking broadcast polled until `deadline`, then
+// TimeoutError. Every rank of the world must call it.
+constexpr size_t kShareMaxBytes = 512;
+std::string share_from_rank0(const std::string& value, Deadline deadline);
 
 // Throws IoError naming `what` and MPI's message unless rc is MPI_SUCCESS.
 void check(int rc, const std::string& what);

@@ -223,9 +223,11 @@ class Hooks final : public ProcessGroupHooks {
     const uint32_t in = record_first(inputs, s.in_dims, big_in);
     // In-place ops (allreduce, broadcast) pass the same tensor twice: the
     // outputs' shape is then not stored again (out ndim kSameAsInput).
-    const bool same = !inputs.empty() && outputs.size() == 1 && inputs.size() == 1 &&
-                      outputs[0].data() == inputs[0].data() && outputs[0].dtype() == inputs[0].dtype() &&
-                      same_shape(outputs[0], inputs[0]);
+    // (The group passes one view as both for allreduce and broadcast.)
+    const bool same = inputs.size() == 1 && outputs.size() == 1 &&
+                      (outputs.data() == inputs.data() ||
+                       (outputs[0].data() == inputs[0].data() && outputs[0].dtype() == inputs[0].dtype() &&
+                        same_shape(outputs[0], inputs[0])));
     const uint32_t out = same ? (in & 0x00ffffffu) | uint32_t{static_cast<uint8_t>(kSameAsInput)} << 24
                               : record_first(outputs, s.out_dims, big_out);
     s.tensors.store(uint64_t{in} | uint64_t{out} << 32, std::memory_order_relaxed);

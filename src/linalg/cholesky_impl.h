@@ -123,58 +123,150 @@ template <class T> Pivot<T> potrf_base(Mat<T> A) {
   return {};
 }
 
-// B (m x n) <- B L^-T for lower L (n x n): X Lᵀ = B.
-template <class T> void trsm_rlt(Mat<T> L, Mat<T> B, int threads) {
+// P (R x n, R = 4 W rows, column stride R) <- P L^-T for lower L (column
+// stride ldl), four columns at a time: each column of P loaded for the
+// columns to its right serves 16 FMAs.
+template <class T> inline void trsm_rlt_packed(const T* L, int64_t ldl, const T* inv, T* P, int64_t n) {
+  using V = Vec<T>;
+  constexpr int W = V::W, R = 4 * W;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    V a[4][4];
+    for (int q = 0; q < 4; ++q)
+      for (int v = 0; v < 4; ++v) a[q][v] = V::load(P + (j + q) * R + v * W);
+    for (int64_t k = 0; k < j; ++k) {
+      const T* pk = P + k * R;
+      const V x0 = V::load(pk), x1 = V::load(pk + W), x2 = V::load(pk + 2 * W), x3 = V::load(pk + 3 * W);
+      const T* lk = L + k * ldl + j;
+      for (int q = 0; q < 4; ++q) {
+        const V l = V::set1(lk[q]);
+        a[q][0] = fnma(l, x0, a[q][0]);
+        a[q][1] = fnma(l, x1, a[q][1]);
+        a[q][2] = fnma(l, x2, a[q][2]);
+        a[q][3] = fnma(l, x3, a[q][3]);
+      }
+    }
+    for (int q = 0; q < 4; ++q) {
+      for (int p = 0; p < q; ++p) {
+        const V l = V::set1(L[(j + p) * ldl + j + q]);
+        for (int v = 0; v < 4; ++v) a[q][v] = fnma(l, a[p][v], a[q][v]);
+      }
+      const V s = V::set1(inv[j + q]);
+      for (int v = 0; v < 4; ++v) a[q][v] = a[q][v] * s;
+    }
+    for (int q = 0; q < 4; ++q)
+      for (int v = 0; v < 4; ++v) a[q][v].store(P + (j + q) * R + v * W);
+  }
+  for (; j < n; ++j) {
+    V a[4];
+    for (int v = 0; v < 4; ++v) a[v] = V::load(P + j * R + v * W);
+    for (int64_t k = 0; k < j; ++k) {
+      const V l = V::set1(L[k * ldl + j]);
+      for (int v = 0; v < 4; ++v) a[v] = fnma(l, V::load(P + k * R + v * W), a[v]);
+    }
+    const V s = V::set1(inv[j]);
+    for (int v = 0; v < 4; ++v) (a[v] * s).store(P + j * R + v * W);
+  }
+}
+
+// B (m x n) <- B L^-T for lower L (n x n): X Lᵀ = B. One thread: potrf
+// splits the rows of B across threads. The base case copies L and blocks of
+// rows of B into small local arrays, which also keeps a leading dimension
+// that aliases in the L1 sets (a power-of-two order factored in place) out
+// of its inner loop.
+template <class T> void trsm_rlt(Mat<T> L, Mat<T> B) {
   const int64_t n = L.n, m = B.m;
   if (m == 0 || n == 0) return;
   if (n <= kTrsmBase) {
-    T inv[kTrsmBase];
-    for (int64_t j = 0; j < n; ++j) inv[j] = T(1) / L(j, j);
     constexpr int64_t R = 4 * Vec<T>::W;
-    const int64_t chunks = (m + R - 1) / R;
-    auto run = [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) trsm_rlt_rows(L, inv, B, c * R, std::min(R, m - c * R));
-    };
-    if (threads > 1 && chunks >= 2 && m * n * n >= fork_join_flops()) {
-      const int64_t tasks = std::min<int64_t>(threads, chunks);
-      ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
-        run(chunks * t / tasks, chunks * (t + 1) / tasks);
-      });
-    } else {
-      run(0, chunks);
+    alignas(64) T lp[kTrsmBase * kTrsmBase];
+    alignas(64) T bp[R * kTrsmBase];
+    T inv[kTrsmBase];
+    for (int64_t k = 0; k < n; ++k) {
+      std::memcpy(lp + k * n + k, L.col(k) + k, sizeof(T) * (n - k));
+      inv[k] = T(1) / L(k, k);
+    }
+    for (int64_t r0 = 0; r0 < m; r0 += R) {
+      const int64_t rows = std::min(R, m - r0);
+      for (int64_t j = 0; j < n; ++j) {
+        std::memcpy(bp + j * R, B.col(j) + r0, sizeof(T) * rows);
+        if (rows < R) std::fill(bp + j * R + rows, bp + (j + 1) * R, T(0));
+      }
+      trsm_rlt_packed(lp, n, inv, bp, n);
+      for (int64_t j = 0; j < n; ++j) std::memcpy(B.col(j) + r0, bp + j * R, sizeof(T) * rows);
     }
     return;
   }
   const int64_t n1 = split_half(n), n2 = n - n1;
-  trsm_rlt(L.sub(0, 0, n1, n1), B.sub(0, 0, m, n1), threads);
-  gemm(false, true, T(-1), B.sub(0, 0, m, n1), L.sub(n1, 0, n2, n1), T(1), B.sub(0, n1, m, n2), threads);
-  trsm_rlt(L.sub(n1, n1, n2, n2), B.sub(0, n1, m, n2), threads);
+  trsm_rlt(L.sub(0, 0, n1, n1), B.sub(0, 0, m, n1));
+  gemm(false, true, T(-1), B.sub(0, 0, m, n1), L.sub(n1, 0, n2, n1), T(1), B.sub(0, n1, m, n2), 1);
+  trsm_rlt(L.sub(n1, n1, n2, n2), B.sub(0, n1, m, n2));
 }
 
-// Lower triangle of C (n x n) -= A Aᵀ, A n x k. Small diagonal blocks are
-// done as full squares (their strictly upper part is scratch).
-template <class T> void syrk_ln(Mat<T> A, Mat<T> C, int threads) {
+// Lower triangle of C (n x n) -= A Aᵀ, A n x k, on one thread. Small
+// diagonal blocks are done as full squares (their strictly upper part is
+// scratch).
+template <class T> void syrk_ln(Mat<T> A, Mat<T> C) {
   const int64_t n = C.n, k = A.n;
   if (n <= kSyrkBase) {
-    gemm(false, true, T(-1), A, A, T(1), C, threads);
+    gemm(false, true, T(-1), A, A, T(1), C, 1);
     return;
   }
   const int64_t n1 = split_half(n), n2 = n - n1;
-  syrk_ln(A.sub(0, 0, n1, k), C.sub(0, 0, n1, n1), threads);
-  gemm(false, true, T(-1), A.sub(n1, 0, n2, k), A.sub(0, 0, n1, k), T(1), C.sub(n1, 0, n2, n1), threads);
-  syrk_ln(A.sub(n1, 0, n2, k), C.sub(n1, n1, n2, n2), threads);
+  syrk_ln(A.sub(0, 0, n1, k), C.sub(0, 0, n1, n1));
+  gemm(false, true, T(-1), A.sub(n1, 0, n2, k), A.sub(0, 0, n1, k), T(1), C.sub(n1, 0, n2, n1), 1);
+  syrk_ln(A.sub(n1, 0, n2, k), C.sub(n1, n1, n2, n2));
 }
 
-// Lower Cholesky in place (the strictly upper part becomes scratch).
+// A21 <- A21 L11^-T, then the lower triangle of A22 -= A21 A21ᵀ, split
+// across threads by bands of rows: equal bands for the solve, bands of
+// equal work (edges at n2 √(t / tasks)) for the update, each band on serial
+// kernels. Two fork-joins per step rather than one or two per GEMM: every
+// fork-join waits for its slowest worker to check in, which on a busy
+// machine costs far more than the split saves on small blocks.
+template <class T> void trailing_update(Mat<T> L11, Mat<T> A21, Mat<T> A22, int threads) {
+  const int64_t n1 = L11.n, n2 = A22.n;
+  constexpr int64_t R = 4 * Vec<T>::W;  // the rows of a block of trsm_rlt's base case
+  const int64_t tasks = std::min<int64_t>(threads, (n2 + R - 1) / R);
+  ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
+    const int64_t r0 = std::min(n2, (n2 * t / tasks + R - 1) / R * R);
+    const int64_t r1 = std::min(n2, (n2 * (t + 1) / tasks + R - 1) / R * R);
+    trsm_rlt(L11, A21.sub(r0, 0, r1 - r0, n1));
+  });
+  auto edge = [&](int64_t t) {
+    if (t == tasks) return n2;
+    const double e = static_cast<double>(n2) * std::sqrt(static_cast<double>(t) / static_cast<double>(tasks));
+    return std::min(n2, (static_cast<int64_t>(e) + 8) / 16 * 16);
+  };
+  ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
+    const int64_t r0 = edge(t), r1 = edge(t + 1);
+    if (r1 <= r0) return;
+    Mat<T> rows = A21.sub(r0, 0, r1 - r0, n1);
+    gemm(false, true, T(-1), rows, A21.sub(0, 0, r0, n1), T(1), A22.sub(r0, 0, r1 - r0, r0), 1);
+    syrk_ln(rows, A22.sub(r0, r0, r1 - r0, r1 - r0));
+  });
+}
+
+// Lower Cholesky in place (the strictly upper part becomes scratch). A step
+// whose solve is below 16 fork_join_flops() (n below about 800 by default)
+// runs, with all below it, on one thread: splitting it costs two fork-joins,
+// and on a busy machine a fork-join can cost a time slice of a descheduled
+// worker, more than a second thread saves on a step of that size.
 template <class T> Pivot<T> potrf(Mat<T> A, int threads) {
   const int64_t n = A.n;
   if (n <= kCholBase) return potrf_base(A);
   const int64_t n1 = split_half(n), n2 = n - n1;
+  if (n2 * n1 * n1 < 16 * fork_join_flops()) threads = 1;
   Pivot<T> p = potrf(A.sub(0, 0, n1, n1), threads);
   if (p.index >= 0) return p;
-  trsm_rlt(A.sub(0, 0, n1, n1), A.sub(n1, 0, n2, n1), threads);
-  syrk_ln(A.sub(n1, 0, n2, n1), A.sub(n1, n1, n2, n2), threads);
-  p = potrf(A.sub(n1, n1, n2, n2), threads);
+  Mat<T> L11 = A.sub(0, 0, n1, n1), A21 = A.sub(n1, 0, n2, n1), A22 = A.sub(n1, n1, n2, n2);
+  if (threads > 1) {
+    trailing_update(L11, A21, A22, threads);
+  } else {
+    trsm_rlt(L11, A21);
+    syrk_ln(A21, A22);
+  }
+  p = potrf(A22, threads);
   if (p.index >= 0) p.index += n1;
   return p;
 }
@@ -347,9 +439,19 @@ void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
 
 // ---- drivers -------------------------------------------------------------------
 
-template <class T> struct CholScratch {
-  Buffer<T> buf;
-};
+// Whether matrix b's lower factor can be formed in dst (the output read as
+// lower) itself: dst is column-contiguous and either holds src in the same
+// layout (factoring in place) or does not overlap it. Then no workspace is
+// needed and nothing is copied back.
+template <class T> bool factors_in_out(const MatArg& src, const MatArg& dst, int64_t b, int64_t n) {
+  if (dst.rs != 1 || dst.cs < n) return false;
+  const auto s = reinterpret_cast<uintptr_t>(src.ptr<T>(b)), d = reinterpret_cast<uintptr_t>(dst.ptr<T>(b));
+  if (s == d) return src.rs == 1 && src.cs == dst.cs;
+  const auto span = [&](uintptr_t p, int64_t rs, int64_t cs) {
+    return p + static_cast<uintptr_t>(((n - 1) * (rs + cs) + 1) * static_cast<int64_t>(sizeof(T)));
+  };
+  return span(s, src.rs, src.cs) <= d || span(d, 1, dst.cs) <= s;
+}
 
 template <class T> void cholesky_job(const CholeskyJob& job) {
   const int64_t n = job.a.rows, count = job.a.batch();
@@ -365,13 +467,23 @@ template <class T> void cholesky_job(const CholeskyJob& job) {
     });
     return;
   }
+  // Both read as lower: the transposes of upper operands.
+  const MatArg src = job.upper ? job.a.transposed() : job.a, dst = job.upper ? job.out.transposed() : job.out;
   PerWorker<Buffer<T>> bufs(job.threads);
   for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) {
-    T* cur = bufs[w].get(carve_size<T>(n, n));
-    Mat<T> A = carve<T>(cur, n, n);
-    load_lower(job.a, b, A, job.upper);
+    const bool direct = factors_in_out<T>(src, dst, b, n);
+    Mat<T> A;
+    if (direct) {
+      A = {dst.ptr<T>(b), n, n, dst.cs};
+    } else {
+      T* cur = bufs[w].get(carve_size<T>(n, n));
+      A = carve<T>(cur, n, n);
+    }
     Failure f;
-    if (find_nonfinite(A, true, &f)) {
+    bool bad;
+    if (direct && src.ptr<T>(b) == A.p) bad = find_nonfinite(A, true, &f);
+    else bad = load_lower_checked(src, b, A, &f);
+    if (bad) {
       if (job.upper) std::swap(f.i, f.j);
       f.batch = b;
       job.log->record(f);
@@ -383,7 +495,7 @@ template <class T> void cholesky_job(const CholeskyJob& job) {
       return;
     }
     for (int64_t j = 1; j < n; ++j) std::fill(A.col(j), A.col(j) + j, T(0));
-    store(A, job.upper ? job.out.transposed() : job.out, b);
+    if (!direct) store(A, dst, b);
   });
 }
 

@@ -72,6 +72,59 @@ template <class T> inline void copy(Mat<T> src, Mat<T> dst) {
   for (int64_t j = 0; j < src.n; ++j) std::memcpy(dst.col(j), src.col(j), sizeof(T) * src.m);
 }
 
+// d[r + c ds] = s[r ss + c] for an 8 x 8 tile: rows of s become columns of d.
+template <class T> inline void transpose8(const T* s, int64_t ss, T* d, int64_t ds) {
+#ifdef SINEW_LINALG_AVX512
+  if constexpr (sizeof(T) == 8) {
+    // Two-source permutes throughout: GCC 12 warns on the _mm512_undefined_pd
+    // inside unpack and shuffle_f64x2 (GCC PR 105593).
+    __m512d r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm512_loadu_pd(s + i * ss);
+    const __m512i even = _mm512_setr_epi64(0, 8, 2, 10, 4, 12, 6, 14);
+    const __m512i odd = _mm512_setr_epi64(1, 9, 3, 11, 5, 13, 7, 15);
+    for (int i = 0; i < 8; i += 2) {  // t[i + e]: (r[i][k], r[i + 1][k]) for k = e, e + 2, e + 4, e + 6
+      t[i] = _mm512_permutex2var_pd(r[i], even, r[i + 1]);
+      t[i + 1] = _mm512_permutex2var_pd(r[i], odd, r[i + 1]);
+    }
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int h = 0; h < 8; h += 4) {  // u[h + k]: rows h to h + 3 of elements k and k + 4
+      u[h] = _mm512_permutex2var_pd(t[h], lo, t[h + 2]);
+      u[h + 1] = _mm512_permutex2var_pd(t[h + 1], lo, t[h + 3]);
+      u[h + 2] = _mm512_permutex2var_pd(t[h], hi, t[h + 2]);
+      u[h + 3] = _mm512_permutex2var_pd(t[h + 1], hi, t[h + 3]);
+    }
+    const __m512i first = _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11);
+    const __m512i second = _mm512_setr_epi64(4, 5, 6, 7, 12, 13, 14, 15);
+    for (int k = 0; k < 4; ++k) {
+      _mm512_storeu_pd(d + k * ds, _mm512_permutex2var_pd(u[k], first, u[k + 4]));
+      _mm512_storeu_pd(d + (k + 4) * ds, _mm512_permutex2var_pd(u[k], second, u[k + 4]));
+    }
+    return;
+  } else {
+    __m256 r[8], t[8], q[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(s + i * ss);
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+      q[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      q[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      q[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      q[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int k = 0; k < 4; ++k) {
+      _mm256_storeu_ps(d + k * ds, _mm256_permute2f128_ps(q[k], q[k + 4], 0x20));
+      _mm256_storeu_ps(d + (k + 4) * ds, _mm256_permute2f128_ps(q[k], q[k + 4], 0x31));
+    }
+    return;
+  }
+#endif
+  for (int c = 0; c < 8; ++c)
+    for (int r = 0; r < 8; ++r) d[r + c * ds] = s[r * ss + c];
+}
+
 // Copies the rows x cols block at (r0, c0) of matrix b of `a` into M.
 // Column-contiguous sources copy by columns, row-contiguous ones are
 // transposed in 8 x 8 tiles.
@@ -86,6 +139,10 @@ inline void load(const MatArg& a, int64_t b, Mat<T> M, int64_t r0 = 0, int64_t c
   for (int64_t i0 = 0; i0 < M.m; i0 += 8)
     for (int64_t j0 = 0; j0 < M.n; j0 += 8) {
       const int64_t ie = std::min<int64_t>(i0 + 8, M.m), je = std::min<int64_t>(j0 + 8, M.n);
+      if (cs == 1 && ie - i0 == 8 && je - j0 == 8) {
+        transpose8(s + i0 * rs + j0, rs, &M(i0, j0), M.ld);
+        continue;
+      }
       for (int64_t i = i0; i < ie; ++i)
         for (int64_t j = j0; j < je; ++j) M(i, j) = s[i * rs + j * cs];
     }
@@ -102,6 +159,10 @@ inline void store(Mat<T> M, const MatArg& a, int64_t b, int64_t r0 = 0, int64_t 
   for (int64_t i0 = 0; i0 < M.m; i0 += 8)
     for (int64_t j0 = 0; j0 < M.n; j0 += 8) {
       const int64_t ie = std::min<int64_t>(i0 + 8, M.m), je = std::min<int64_t>(j0 + 8, M.n);
+      if (cs == 1 && ie - i0 == 8 && je - j0 == 8) {
+        transpose8(&M(i0, j0), M.ld, d + i0 * rs + j0, rs);
+        continue;
+      }
       for (int64_t i = i0; i < ie; ++i)
         for (int64_t j = j0; j < je; ++j) d[i * rs + j * cs] = M(i, j);
     }
@@ -128,10 +189,15 @@ template <class T> inline void load_lower(const MatArg& a, int64_t b, Mat<T> M, 
     for (int64_t j = 0; j < M.n; ++j) std::memcpy(M.col(j) + j, s + j + j * cs, sizeof(T) * (M.m - j));
     return;
   }
-  // Transposing: 8 x 8 tiles on or below the diagonal.
+  // Transposing: 8 x 8 tiles on or below the diagonal (those on it
+  // elementwise, so that nothing above the diagonal is written).
   for (int64_t j0 = 0; j0 < M.n; j0 += 8)
     for (int64_t i0 = j0; i0 < M.m; i0 += 8) {
       const int64_t ie = std::min<int64_t>(i0 + 8, M.m), je = std::min<int64_t>(j0 + 8, M.n);
+      if (cs == 1 && i0 > j0 && ie - i0 == 8 && je - j0 == 8) {
+        transpose8(s + i0 * rs + j0, rs, &M(i0, j0), M.ld);
+        continue;
+      }
       for (int64_t i = i0; i < ie; ++i)
         for (int64_t j = j0; j < std::min(je, i + 1); ++j) M(i, j) = s[i * rs + j * cs];
     }
@@ -161,6 +227,38 @@ template <class T> inline bool find_nonfinite(Mat<T> M, bool lower_only, Failure
       }
   }
   return false;
+}
+
+// load_lower, then find_nonfinite(M, true, f): in one pass over a
+// column-contiguous source.
+template <class T> inline bool load_lower_checked(const MatArg& a, int64_t b, Mat<T> M, Failure* f) {
+  if (a.rs != 1) {
+    load_lower(a, b, M, false);
+    return find_nonfinite(M, true, f);
+  }
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const T* s = a.ptr<T>(b);
+  const V big = V::set1(std::numeric_limits<T>::max());
+  typename V::Mask bad = V::not_(V::all_lanes());
+  for (int64_t j = 0; j < M.n; ++j) {
+    const T* c = s + j + j * a.cs;
+    T* d = M.col(j) + j;
+    const int64_t len = M.m - j;
+    int64_t i = 0;
+    for (; i + W <= len; i += W) {
+      const V x = V::load(c + i);
+      bad = bad | V::not_(abs(x) <= big);
+      x.store(d + i);
+    }
+    if (i < len) {
+      const int r = static_cast<int>(len - i);
+      const V x = V::load_n(c + i, r);
+      bad = bad | V::not_(abs(x) <= big);
+      x.store_n(d + i, r);
+    }
+  }
+  return V::any(bad) && find_nonfinite(M, true, f);
 }
 
 // A power of two near the largest |entry|, so that squares neither overflow

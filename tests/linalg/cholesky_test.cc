@@ -7,6 +7,7 @@
 #include <lapacke.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "linalg_testing.h"
 #include "sinew/core/error.h"
@@ -144,6 +145,140 @@ TEST_P(CholeskyTest, NonFiniteAndShapeErrors) {
   EXPECT_NO_THROW(cholesky(empty.view(), empty_out.view()));
   Mats<double> none(0, 4, 4), none_out(0, 4, 4);
   EXPECT_NO_THROW(cholesky(none.view(true), none_out.view(true)));
+}
+
+// A batch of n x n matrices at b * bs + i * rs + j * cs of `data`: any
+// layout, strided ones included, for the paths that factor in the output.
+template <class T> struct Strided {
+  int64_t count, n, rs, cs, bs;
+  std::vector<T> data;
+  Strided(int64_t count_, int64_t n_, int64_t rs_, int64_t cs_, int64_t ld)
+      : count(count_), n(n_), rs(rs_), cs(cs_), bs(ld * n_), data(static_cast<size_t>(count_ * ld * n_), T(-7)) {}
+  T& operator()(int64_t b, int64_t i, int64_t j) { return data[static_cast<size_t>(b * bs + i * rs + j * cs)]; }
+  TensorView view() {
+    if (count == 1) return TensorView(data.data(), dtype_of<T>(), {n, n}, {rs, cs});
+    return TensorView(data.data(), dtype_of<T>(), {count, n, n}, {bs, rs, cs});
+  }
+};
+
+// Column-major (rs 1) or row-major, with `pad` unused elements after each
+// column (row): leading dimension n + pad.
+template <class T> Strided<T> strided(int64_t count, int64_t n, bool colmajor, int64_t pad) {
+  const int64_t ld = n + pad;
+  return colmajor ? Strided<T>(count, n, 1, ld, ld) : Strided<T>(count, n, ld, 1, ld);
+}
+
+// The triangle cholesky reads from a copied in, NaN in the other one.
+template <class T> void copy_triangle(const Mats<T>& a, Strided<T>& s, bool upper) {
+  for (int64_t b = 0; b < a.count; ++b)
+    for (int64_t i = 0; i < a.rows; ++i)
+      for (int64_t j = 0; j < a.rows; ++j)
+        s(b, i, j) = (upper ? i <= j : i >= j) ? a(b, i, j) : std::numeric_limits<T>::quiet_NaN();
+}
+
+// out (may be `in` itself) against LAPACK's factor of a.
+template <class T> void expect_factor(const Mats<T>& a, Strided<T>& out, bool upper) {
+  const int64_t n = a.rows;
+  for (int64_t b = 0; b < a.count; ++b) {
+    std::vector<T> ref(static_cast<size_t>(n * n));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) ref[i * n + j] = a(b, i, j);
+    ASSERT_EQ(potrf_ref(ref.data(), n), 0);
+    long double d = 0, s = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const T mine = upper ? out(b, j, i) : out(b, i, j);
+        if (j > i) {
+          ASSERT_EQ(mine, T(0)) << "b " << b << " (" << i << ", " << j << ") of the lower factor";
+          continue;
+        }
+        d += (mine - static_cast<long double>(ref[i * n + j])) * (mine - ref[i * n + j]);
+        s += static_cast<long double>(mine) * mine;
+      }
+    EXPECT_LT(std::sqrt(d / s), 20 * n * eps<T>()) << "b " << b << " differs from LAPACK potrf";
+  }
+}
+
+// Every layout, in place and into a separate output, padded leading
+// dimensions, single matrices (threaded blocked steps above 128) and a batch.
+template <class T> void check_layouts(int64_t count, int64_t n, int threads) {
+  Mats<T> a(count, n, n);
+  fill_spd(a);
+  for (bool upper : {false, true})
+    for (bool colmajor : {false, true})
+      for (int64_t pad : {0, 3}) {
+        SCOPED_TRACE(::testing::Message() << "count " << count << " n " << n << " upper " << upper << " colmajor "
+                                          << colmajor << " pad " << pad << " threads " << threads);
+        Strided<T> in = strided<T>(count, n, colmajor, pad);
+        copy_triangle(a, in, upper);
+        Strided<T> out = strided<T>(count, n, !colmajor, 2 * pad);
+        cholesky(in.view(), out.view(), {upper, threads});
+        expect_factor(a, out, upper);
+        Strided<T> same = strided<T>(count, n, colmajor, pad);
+        copy_triangle(a, same, upper);
+        cholesky(same.view(), same.view(), {upper, threads});
+        expect_factor(a, same, upper);
+        out = strided<T>(count, n, colmajor, 2 * pad);
+        cholesky(in.view(), out.view(), {upper, threads});
+        expect_factor(a, out, upper);
+      }
+}
+
+TEST_P(CholeskyTest, EveryLayoutInPlaceAndOut) {
+  for (int64_t n : {1, 9, 64, 131}) check_layouts<double>(1, n, 1);
+  check_layouts<double>(1, 200, 2);
+  check_layouts<float>(1, 150, 2);
+  check_layouts<float>(3, 70, 2);
+  check_layouts<double>(2, 129, 1);
+}
+
+// Pivot p of L Lᵀ (L lower, positive diagonal) made -1 by lowering A[p][p].
+template <class T> void fill_failing_at(Mats<T>& a, int64_t p) {
+  const int64_t n = a.rows;
+  std::normal_distribution<double> d;
+  std::vector<double> l(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j <= i; ++j) l[i * n + j] = i == j ? 1.0 + std::abs(d(rng())) : 0.25 * d(rng());
+  for (int64_t b = 0; b < a.count; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j <= i; ++j) {
+        long double s = 0;
+        for (int64_t k = 0; k <= j; ++k) s += static_cast<long double>(l[i * n + k]) * l[j * n + k];
+        if (i == p && j == p) s -= static_cast<long double>(l[p * n + p]) * l[p * n + p] + 1;
+        a(b, i, j) = a(b, j, i) = static_cast<T>(s);
+      }
+}
+
+TEST_P(CholeskyTest, InPlaceErrorsNameThePivotAndTheEntry) {
+  for (bool upper : {false, true})
+    for (bool colmajor : {false, true})
+      for (int64_t p : {3, 100, 170}) {
+        SCOPED_TRACE(::testing::Message() << "upper " << upper << " colmajor " << colmajor << " pivot " << p);
+        Mats<double> a(2, 180, 180);
+        fill_failing_at(a, p);
+        for (int64_t i = 0; i < 180; ++i) a(0, i, i) += 1e3;  // matrix 0 is fine
+        Strided<double> s = strided<double>(2, 180, colmajor, 1);
+        copy_triangle(a, s, upper);
+        try {
+          cholesky(s.view(), s.view(), {upper, 2});
+          FAIL() << "expected InvalidArgument";
+        } catch (const InvalidArgument& e) {
+          EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[1]'"));
+          EXPECT_THAT(e.what(), HasSubstr("pivot " + std::to_string(p) + " is -1"));
+        }
+        Mats<double> one(1, 180, 180);
+        fill_failing_at(one, p);
+        Strided<double> t = strided<double>(1, 180, colmajor, 0);
+        copy_triangle(one, t, upper);
+        t(0, upper ? 5 : 150, upper ? 150 : 5) = std::numeric_limits<double>::infinity();
+        try {
+          cholesky(t.view(), t.view(), {upper, 2});
+          FAIL() << "expected InvalidArgument";
+        } catch (const InvalidArgument& e) {
+          EXPECT_THAT(e.what(), HasSubstr("'cholesky: a'"));
+          EXPECT_THAT(e.what(), HasSubstr(upper ? "inf at row 5, column 150" : "inf at row 150, column 5"));
+        }
+      }
 }
 
 // ‖op(A) X − B‖_F / (n ε ‖A‖_F ‖X‖_F) for the triangular part of a.

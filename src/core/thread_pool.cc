@@ -43,7 +43,15 @@ struct ThreadPool::Impl {
   const std::function<void(int64_t, int)>* fn = nullptr;
   int64_t tasks = 0;
   std::atomic<int64_t> next{0};
-  std::atomic<int> pending{0};
+  // Who works on the current job: (job << 17) | kClosed | workers joined.
+  // A worker joins only while the job is open; the caller closes it once
+  // it has run out of tasks and then waits only for the workers that
+  // joined. A worker that was descheduled before joining (common on a
+  // loaded machine) is then not waited for: it finds the job closed, or a
+  // newer one, when it runs again.
+  static constexpr uint64_t kClosed = uint64_t{1} << 16;
+  std::atomic<uint64_t> join_state{0};
+  std::atomic<int> left{0};  // joined workers that are done with the job
   std::mutex error_mu;
   std::exception_ptr error;
 
@@ -63,6 +71,13 @@ struct ThreadPool::Impl {
     t_inside_pool = false;
   }
 
+  bool join(uint64_t job) {
+    uint64_t st = join_state.load(std::memory_order_acquire);
+    while ((st >> 17) == job && !(st & kClosed))
+      if (join_state.compare_exchange_weak(st, st + 1, std::memory_order_acq_rel)) return true;
+    return false;
+  }
+
   void worker_loop(int index, uint64_t seen) {
     const int64_t spin = kSpinRounds.get();
     for (;;) {
@@ -78,9 +93,9 @@ struct ThreadPool::Impl {
         g = generation.load(std::memory_order_acquire);
       }
       seen = g;
-      if (index < static_cast<int>(g & 0xffff)) {
+      if (index < static_cast<int>(g & 0xffff) && join(g >> 16)) {
         run_tasks(index);
-        pending.fetch_sub(1, std::memory_order_acq_rel);
+        left.fetch_add(1, std::memory_order_acq_rel);
       }
     }
   }
@@ -140,15 +155,22 @@ void ThreadPool::parallel_for(int64_t tasks, int threads, const std::function<vo
   s.tasks = tasks;
   s.error = nullptr;
   s.next.store(0, std::memory_order_relaxed);
-  s.pending.store(threads - 1, std::memory_order_relaxed);
+  s.left.store(0, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> g(s.mu);
     const uint64_t count = (s.generation.load(std::memory_order_relaxed) >> 16) + 1;
+    s.join_state.store(count << 17, std::memory_order_release);
     s.generation.store(count << 16 | static_cast<uint64_t>(threads), std::memory_order_release);
   }
   s.cv.notify_all();
   s.run_tasks(0);
-  while (s.pending.load(std::memory_order_acquire) != 0) _mm_pause();
+  const int joined = static_cast<int>(s.join_state.fetch_or(Impl::kClosed, std::memory_order_acq_rel) & 0xffff);
+  // A joined worker may itself be descheduled mid-task: spin briefly, then
+  // give the core away while waiting for it.
+  for (int i = 0; s.left.load(std::memory_order_acquire) != joined; ++i) {
+    if (i < 4096) _mm_pause();
+    else sched_yield();
+  }
   if (s.error) std::rethrow_exception(s.error);
 }
 

@@ -3,6 +3,9 @@
 // `threads` workers (the caller is worker 0) and returns when all are done.
 // Workers spin briefly before sleeping so back-to-back kernel calls do not
 // pay a futex wake-up each; the first call of a size starts its threads.
+// Tasks go to whoever is running: the caller waits only for the workers
+// that took part, never for one that was descheduled before it could (on a
+// shared machine that used to stall every fork-join).
 #pragma once
 
 #include <cstdint>

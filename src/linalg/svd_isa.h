@@ -12,6 +12,7 @@ namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 namespace {
 
 constexpr int64_t kCompactSvdMax = 40;
+constexpr int64_t kSvdDeferMin = 64;  // from this n, one_sided_jacobi_deferred
 
 // Writes the factorization of the working matrix Aw (rows x cols, rows >=
 // cols, Aw = A or Aᵀ) to the job's outputs for matrix b: Uw (rows x uq) and
@@ -31,7 +32,7 @@ void store_svd(const SvdJob& job, int64_t b, bool tall, const T* sigma, Mat<T> U
 }
 
 template <class T> struct SvdScratch {
-  Buffer<T> buf, aux;
+  Buffer<T> buf, aux, defer;
   QrScratch<T> qr;
   std::vector<int64_t> perm_c, perm_r, order;
   std::vector<char> good;
@@ -91,7 +92,9 @@ template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, 
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < n; ++i) X2(i, j) = i >= j ? X(j, i) : T(0);  // R2ᵀ
   if (want) set_identity(Wm);
-  const int sweeps = one_sided_jacobi(X2, want ? Wm : Mat<T>{}, nrm, threads);
+  const Mat<T> Wopt = want ? Wm : Mat<T>{};
+  const int sweeps = n >= kSvdDeferMin ? one_sided_jacobi_deferred(X2, Wopt, nrm, s.defer, s.qr, threads)
+                                       : one_sided_jacobi(X2, Wopt, nrm, threads);
   if (sweeps > kSvdMaxSweeps) {
     job.log->record({b, FailKind::kNoConvergence, kSvdMaxSweeps, 0, 0.0});
     return;

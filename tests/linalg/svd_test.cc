@@ -246,6 +246,33 @@ TEST_P(SvdTest, GradedMatricesKeepSmallSingularValuesAccurate) {
   check_graded<float>(17, 16, 16, 4, 5);
 }
 
+// From n = 64 the rotations are deferred (Jacobi on X alone, then W from a
+// triangular solve made orthogonal by QR, then sweeps with W): sizes that
+// leave a partial 32-column block, tall and wide, thin and full, f32 and
+// f64, one and two threads, rank-deficient (a singular triangular factor,
+// the fallback), and graded.
+TEST_P(SvdTest, DeferredRotationsOnLargerMatrices) {
+  check_svd<double>(1, 100, 100, false, false, 1);
+  check_svd<double>(1, 130, 100, true, true, 2);
+  check_svd<double>(1, 70, 130, false, false, 2);
+  check_svd<float>(1, 130, 130, true, false, 2);
+  check_svd<float>(1, 100, 66, false, true, 1);
+  Mats<double> r(1, 90, 80);
+  fill_normal(r);
+  for (int64_t i = 0; i < 90; ++i) {
+    r(0, i, 5) = 0;
+    r(0, i, 9) = r(0, i, 1) - 2 * r(0, i, 2);
+    for (int64_t j = 40; j < 80; ++j) r(0, i, j) = r(0, i, j - 40) + r(0, i, j - 39);
+  }
+  check_structured(r, true);
+  check_structured(r, false);
+  Mats<float> z(1, 70, 80);
+  check_structured(z, false);
+  check_graded<double>(1, 100, 100, 0, 14);
+  check_graded<double>(1, 110, 70, 7, 7);
+  check_graded<float>(1, 80, 70, 0, 6);
+}
+
 TEST_P(SvdTest, EdgeShapesAndErrors) {
   Mats<double> a(1, 0, 3), u(1, 0, 0), vh(1, 3, 3);
   Vecs<double> s(1, 0);

@@ -25,6 +25,16 @@ using ::testing::HasSubstr;
 int potrf_ref(double* a, int64_t n) { return LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, a, n); }
 int potrf_ref(float* a, int64_t n) { return LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', n, a, n); }
 
+// LAPACK's lower factor of matrix b of a, row-major; `info` is potrf's.
+template <class T> std::vector<T> lapack_factor(const Mats<T>& a, int64_t b, int& info) {
+  const int64_t n = a.rows;
+  std::vector<T> ref(static_cast<size_t>(n * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) ref[i * n + j] = a(b, i, j);
+  info = potrf_ref(ref.data(), n);
+  return ref;
+}
+
 // ‖A − L Lᵀ‖_F / (n ε ‖A‖_F) of matrix b, with l lower (or upper: A = Uᵀ U).
 template <class T> double factor_residual(const Mats<T>& a, const Mats<T>& l, int64_t b, bool upper) {
   const int64_t n = a.rows;
@@ -52,10 +62,9 @@ template <class T> void check_cholesky(int64_t count, int64_t n, bool colmajor, 
       for (int64_t j = 0; j < n; ++j)
         if (upper ? i > j : i < j) ASSERT_EQ(l(b, i, j), T(0)) << "b " << b << " (" << i << ", " << j << ")";
     EXPECT_LT(factor_residual(a, l, b, upper), 4.0) << "b " << b;
-    std::vector<T> ref(static_cast<size_t>(n * n));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) ref[i * n + j] = a(b, i, j);
-    ASSERT_EQ(potrf_ref(ref.data(), n), 0);
+    int info = -1;
+    const std::vector<T> ref = lapack_factor(a, b, info);
+    ASSERT_EQ(info, 0);
     long double d = 0, s = 0;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j <= i; ++j) {
@@ -180,10 +189,9 @@ template <class T> void copy_triangle(const Mats<T>& a, Strided<T>& s, bool uppe
 template <class T> void expect_factor(const Mats<T>& a, Strided<T>& out, bool upper) {
   const int64_t n = a.rows;
   for (int64_t b = 0; b < a.count; ++b) {
-    std::vector<T> ref(static_cast<size_t>(n * n));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) ref[i * n + j] = a(b, i, j);
-    ASSERT_EQ(potrf_ref(ref.data(), n), 0);
+    int info = -1;
+    const std::vector<T> ref = lapack_factor(a, b, info);
+    ASSERT_EQ(info, 0);
     long double d = 0, s = 0;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < n; ++j) {

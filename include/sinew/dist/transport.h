@@ -73,7 +73,7 @@ using TransportPtr = std::unique_ptr<Transport>;
 
 // Rendezvous through `store` (keys under the store's namespace) and connect
 // every pair. Blocking until `deadline`. While peers' addresses are awaited,
-// `check_peers` (when given) runs every 50 ms and may throw to end the wait
+// `check_peers` (when given) runs every 100 ms and may throw to end the wait
 // (PeerLostError for a rank known dead). A rank lost during the wire-up
 // fails it with PeerLostError naming the lost rank, also at the peers that
 // only saw this rank give up.

@@ -36,6 +36,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "dist/ft_agreement.h"
 #include "dist/ucx/ucx_context.h"
 #include "sinew/core/check.h"
 #include "sinew/core/env.h"
@@ -271,19 +272,10 @@ class UcxTransport final : public Transport {
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(addr_key(r));
     try {
-      const Deadline until = deadline.is_never() ? Deadline::after(store.timeout()) : deadline;
-      // In slices, so a rank that died before publishing its address (seen
-      // by check_peers) ends the wait at once. No endpoint exists yet, so
-      // leaving here disturbs no peer's wire-up.
-      for (;;) {
-        try {
-          store.wait(keys, std::clamp(std::chrono::duration_cast<Millis>(until.remaining()), Millis(1), Millis(50)));
-          break;
-        } catch (const TimeoutError&) {
-          if (check_peers) check_peers();
-          if (until.expired()) throw;
-        }
-      }
+      // check_peers between slices: a rank that died before publishing its
+      // address ends the wait at once. No endpoint exists yet, so leaving
+      // here disturbs no peer's wire-up.
+      wait_keys(store, keys, deadline.is_never() ? Deadline::after(store.timeout()) : deadline, nullptr, check_peers);
     } catch (const TimeoutError&) {
       std::vector<int> missing;
       for (int r = 0; r < size_; ++r)
@@ -347,35 +339,20 @@ class UcxTransport final : public Transport {
     for (int r : seen) {
       const std::string key = failed_key(r);
       if (r != rank_ && store.check({key})) {
-        for (int x : decode_ranks(to_string(store.get(key))))
+        for (int x : decode_rank_set(store.get_string(key)))
           if (x != rank_) lost.insert(x);
       } else {
         lost.insert(r);
       }
     }
     if (lost.empty()) lost.insert(seen.begin(), seen.end());
-    store.set(failed_key(rank_), fmt::format("{}", fmt::join(lost, ",")));
+    store.set(failed_key(rank_), encode_rank_set(lost));
     const std::vector<int> ranks(lost.begin(), lost.end());
     throw PeerLostError(fmt::format("UCX connect: rank(s) {} lost while connecting ({})", ranks, why), ranks);
   }
 
   static std::string addr_key(int r) { return fmt::format("ucx/addr/{}", r); }
   static std::string failed_key(int r) { return fmt::format("ucx/setup_failed/{}", r); }
-  static std::vector<int> decode_ranks(const std::string& text) {
-    std::vector<int> out;
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t end = text.find(',', pos);
-      if (end == std::string::npos) end = text.size();
-      try {
-        out.push_back(std::stoi(text.substr(pos, end - pos)));
-      } catch (const std::exception&) {
-        throw IoError(fmt::format("corrupt UCX setup record in the store: '{}'", text));
-      }
-      pos = end + 1;
-    }
-    return out;
-  }
 
   void log_endpoints() {
     for (int p = 0; p < size_; ++p) {

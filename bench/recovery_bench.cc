@@ -391,9 +391,11 @@ struct Job {
 
 // detect, revoke, agree, shrink in ms, then one 8 MiB allreduce in the
 // shrunk group and in a fresh group of that size.
-std::array<double, 6> sinew_trial(const std::string& exe, const RecoveryConfig& cfg, int world, int victim) {
+// `env` picks the transport (default: shared memory, all ranks on this host).
+std::array<double, 6> sinew_trial(const std::string& exe, const RecoveryConfig& cfg, int world, int victim,
+                                  const std::map<std::string, std::string>& env = {}) {
   Job job;
-  Ranks ranks(exe, cfg, "sinew", world, victim, job.server, job.token, 0);
+  Ranks ranks(exe, cfg, "sinew", world, victim, job.server, job.token, 0, env);
   ranks.wait(Deadline::after(std::chrono::seconds(cfg.trial_timeout_s + 5)), "the sinew group");
   for (int r = 0; r < world; ++r) {
     bool ok = r == victim ? killed_by_sigkill(ranks.status(r)) : exited_ok(ranks.status(r));
@@ -501,6 +503,21 @@ int run_recovery_bench(const RecoveryConfig& cfg, Report& report) {
         ++failures;
         line += fmt::format(" sinew trial failed ({}),", e.what());
       }
+      // The same over UCX (as between hosts), with and without keeping the
+      // survivors' worker and connections, alternating.
+      for (const char* keep : {"1", "0"}) {
+        const std::map<std::string, std::string> env = {{"SINEW_TRANSPORT", "ucx"},
+                                                        {"UCX_NET_DEVICES", "lo"},
+                                                        {"SINEW_UCX_KEEP_CONNECTIONS", keep}};
+        const std::string key = keep[0] == '1' ? "shrink-ucx" : "shrink-ucx-fresh";
+        try {
+          ms[key].push_back(sinew_trial(exe, cfg, world, victim, env)[3]);
+          line += fmt::format(" {} {:.2f} ms,", key, ms[key].back());
+        } catch (const Error& e) {
+          ++failures;
+          line += fmt::format(" {} trial failed ({}),", key, e.what());
+        }
+      }
       try {
         double restart = restart_trial(exe, cfg, world, victim);
         ms["restart-all"].push_back(restart);
@@ -534,6 +551,14 @@ int run_recovery_bench(const RecoveryConfig& cfg, Report& report) {
       if (v.empty()) continue;
       const std::string c = fmt::format("{}/ws{}", phase, world);
       const std::string impl = std::string(phase) == "restart-all" ? "torchrun-style" : "sinew";
+      report.add({"recovery", c, impl, "ms", median(v), "ms"});
+      report.add({"recovery", c, impl, "ms_max", *std::max_element(v.begin(), v.end()), "ms"});
+    }
+    // Over UCX: survivors keep their connections, or make new ones (a fresh worker per epoch).
+    for (const auto& [key, impl] : {std::pair{"shrink-ucx", "sinew"}, std::pair{"shrink-ucx-fresh", "fresh-connections"}}) {
+      const auto& v = ms[key];
+      if (v.empty()) continue;
+      const std::string c = fmt::format("shrink-ucx/ws{}", world);
       report.add({"recovery", c, impl, "ms", median(v), "ms"});
       report.add({"recovery", c, impl, "ms_max", *std::max_element(v.begin(), v.end()), "ms"});
     }

@@ -377,7 +377,9 @@ def main(paths):
             print("phase on the survivors, median and max over trials. `restart-all` is what torchrun does: kill")
             print("the rest and start every worker again (new processes, init, first allreduce); here the workers")
             print("are small C++ programs, so it is a lower bound: real PyTorch restarts add interpreter start,")
-            print("imports, CUDA/NCCL init and checkpoint reload, typically seconds.\n")
+            print("imports, CUDA/NCCL init and checkpoint reload, typically seconds. `shrink-ucx` is the shrink over")
+            print("UCX (as between hosts): `sinew` keeps the survivors' worker and connections, `fresh-connections`")
+            print("makes new ones every epoch (`SINEW_UCX_KEEP_CONNECTIONS=0`).\n")
         ops = OrderedDict()
         for r in srows:
             parts = r["case"].split("/")

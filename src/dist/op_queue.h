@@ -50,6 +50,13 @@ class OpQueue {
     end_inline(work, std::move(status));
     return true;
   }
+  // Runs `f` on the calling thread while no op runs: the running one (op
+  // deadlines bound it) ends first; ops still queued run after it.
+  template <class F>
+  auto run_exclusive(F&& f) {
+    std::lock_guard<std::mutex> g(exec_mu_);
+    return f();
+  }
   // Queues the group's init step (rendezvous, connections): ops posted after
   // it wait behind it, and if it fails they all fail with its error.
   void post_init(Task task);

@@ -6,7 +6,7 @@
 
 namespace sinew::dist {
 
-TransportPtr make_ucx_transport(StorePtr, int, int, Deadline, std::function<void()>) {
+TransportPtr make_ucx_transport(StorePtr, int, int, Deadline, std::function<void()>, TransportLinksPtr, uint64_t) {
   throw InvalidArgument::make("transport", "'ucx'",
                               "a sinew built with SINEW_WITH_UCX=ON (this build has no UCX; ranks on "
                               "several hosts need it)");

@@ -291,6 +291,61 @@ TEST(UcxTransport, MessagesSentBeforeCloseStillArrive) {
   });
 }
 
+// Epochs (rank 1 leaves after epoch 0 and rejoins as a new process in epoch
+// 2): survivors keep the connections both ends still hold, a connection that
+// had a send in flight is not kept, the old epoch's unanswered messages never
+// reach the new one, and a joiner connects afresh.
+TEST(UcxTransport, NextEpochKeepsSurvivorsConnectionsAndDropsTheOldEpochsMessages) {
+  auto store = make_memory_store();
+  std::barrier sync(3);
+  const auto stale = filled(64, 0, 1), fresh = filled(64, 0, 2);
+  const auto big = filled(4 << 20, 1, 3);  // rendezvous-sized: still in flight at the hand-over
+  run_ranks(3, [&](int r) {
+    const Deadline setup = Deadline::after(kSetup), op = Deadline::after(kOp);
+    auto t0 = make_ucx_transport(make_prefix_store("e0", store), r, 3, setup);
+    RequestPtr pending;
+    if (r == 0) t0->send(2, 5, stale.data(), stale.size(), op);
+    if (r == 1) pending = t0->isend(2, 6, big.data(), big.size());
+    sync.arrive_and_wait();
+    TransportLinksPtr links = t0->hand_over();
+    ASSERT_NE(links, nullptr);
+    EXPECT_EQ(t0->hand_over(), nullptr);
+    uint64_t w = 0;
+    RequestPtr late = t0->isend((r + 1) % 3, 1, &w, sizeof w);
+    try {
+      t0->wait({&late, 1}, Deadline::after(5s));
+      ADD_FAILURE() << "expected AbortedError";
+    } catch (const AbortedError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("next epoch"));
+    }
+    if (r == 1) {
+      ASSERT_TRUE(pending->test());
+      EXPECT_EQ(pending->status().code(), ErrorCode::kAborted);
+      links.reset();  // rank 1's process "exits": its worker and connections go
+    } else {
+      const int nr = r == 0 ? 0 : 1;
+      auto t1 = make_ucx_transport(make_prefix_store("e1", store), nr, 2, setup, {}, links, 1);
+      EXPECT_EQ(t1->reused_peers(), (std::vector<int>{0, 1}));
+      std::vector<uint8_t> in(fresh.size());
+      if (nr == 0) t1->send(1, 5, fresh.data(), fresh.size(), op);
+      else t1->recv(0, 5, in.data(), in.size(), op);
+      if (nr == 1) EXPECT_EQ(in, fresh) << "epoch 0's unreceived message reached epoch 1";
+      links = t1->hand_over();
+    }
+    const int n2 = r == 0 ? 0 : r == 2 ? 1 : 2;
+    auto t2 = make_ucx_transport(make_prefix_store("e2", store), n2, 3, setup, {}, std::move(links), 2);
+    const std::vector<int> kept = n2 == 2 ? std::vector<int>{} : std::vector<int>{0, 1};
+    EXPECT_EQ(t2->reused_peers(), kept) << "rank " << n2;
+    const auto out = filled(100000, n2, 4);
+    std::vector<uint8_t> in(out.size());
+    RequestPtr reqs[] = {t2->isend((n2 + 1) % 3, 7, out.data(), out.size()),
+                         t2->irecv((n2 + 2) % 3, 7, in.data(), in.size())};
+    t2->wait(reqs, op);
+    EXPECT_EQ(first_mismatch(in, (n2 + 2) % 3, 4), -1);
+    sync.arrive_and_wait();
+  });
+}
+
 TEST(UcxTransport, RendezvousTimesOutNamingAbsentRanks) {
   auto store = make_memory_store();
   try {

@@ -32,6 +32,15 @@ class TransportRequest {
 };
 using RequestPtr = std::shared_ptr<TransportRequest>;
 
+// A transport's process-local connection state, handed from one epoch of a
+// group to the next so survivors keep their connections (opaque; only the
+// transport kind that made it can use it).
+class TransportLinks {
+ public:
+  virtual ~TransportLinks() = default;
+};
+using TransportLinksPtr = std::shared_ptr<TransportLinks>;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -58,6 +67,17 @@ class Transport {
   // PeerLost naming the failed ranks once the group was revoked).
   virtual void revoke(const Status& why) { (void)why; abort(); }
 
+  // Ends this transport (pending and later requests fail with AbortedError)
+  // and gives up its connections for the next epoch's transport, or null if
+  // it keeps none. Connections to healthy peers stay open; the peers'
+  // successors decide together which of them to keep. The caller must make
+  // sure no other thread is inside isend/irecv/wait.
+  virtual TransportLinksPtr hand_over() { return nullptr; }
+
+  // The peers (ranks of this transport) whose connection came from the
+  // previous epoch's transport instead of being made anew.
+  virtual std::vector<int> reused_peers() const { return {}; }
+
   // Convenience: blocking send/recv.
   void send(int peer, uint64_t tag, const void* data, size_t bytes, Deadline d) {
     RequestPtr r = isend(peer, tag, data, bytes);
@@ -77,8 +97,14 @@ using TransportPtr = std::unique_ptr<Transport>;
 // (PeerLostError for a rank known dead). A rank lost during the wire-up
 // fails it with PeerLostError naming the lost rank, also at the peers that
 // only saw this rank give up.
+//
+// `links` (from the previous epoch's hand_over(), may be null) lends its
+// worker and the connections that both ends still hold; `epoch` keeps the
+// epochs' messages apart (it must be the same on every rank, and differ
+// from the previous epoch's when `links` is given).
 TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline,
-                                std::function<void()> check_peers = {});
+                                std::function<void()> check_peers = {}, TransportLinksPtr links = nullptr,
+                                uint64_t epoch = 0);
 bool ucx_transport_available();
 
 }  // namespace sinew::dist

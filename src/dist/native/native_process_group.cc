@@ -86,10 +86,12 @@ class NativeProcessGroup final : public ProcessGroup {
   // under "<root>/e<epoch>".
   // `hints` (may be empty): each rank's liveness hint from before this group
   // existed, so a rank that dies before it even starts init is seen.
+  // `links` (may be null): the previous epoch's UCX connections.
   NativeProcessGroup(StorePtr root, int rank, int size, std::string name, Millis timeout, std::string transport,
                      uint64_t epoch = 0, std::vector<std::string> hints = {},
-                     std::function<std::vector<int>()> lost_ranks = {})
+                     std::function<std::vector<int>()> lost_ranks = {}, TransportLinksPtr links = nullptr)
       : ProcessGroup(rank, size, name, timeout),
+        links_(std::move(links)),
         lost_ranks_(std::move(lost_ranks)),
         root_(root),
         store_(root ? make_prefix_store(fmt::format("e{}", epoch), root) : nullptr),
@@ -154,7 +156,7 @@ class NativeProcessGroup final : public ProcessGroup {
                 fmt::format("epoch {} -> {}: failed ranks {}, {} joiner(s); rank {} -> {} of {}", epoch_, epoch_ + 1,
                             failed, joiners.size(), rank(), new_rank, new_size));
     auto next = std::make_shared<NativeProcessGroup>(root_, new_rank, new_size, name(), timeout(), transport_choice_,
-                                                     epoch_ + 1, std::move(hints));
+                                                     epoch_ + 1, std::move(hints), nullptr, hand_over_links());
     std::vector<int> job_ranks;
     if (joiners.empty()) {  // joiners' job ranks are not known here
       auto old = group_info().ranks;
@@ -224,9 +226,18 @@ class NativeProcessGroup final : public ProcessGroup {
                                                       uuid, epoch_, epoch_ + 1, rank(), new_rank, handles.size()));
     auto next = std::make_shared<NativeProcessGroup>(make_prefix_store("u/" + uuid, root_), new_rank,
                                                      static_cast<int>(handles.size()), name(), timeout,
-                                                     transport_choice_, epoch_ + 1);
+                                                     transport_choice_, epoch_ + 1, std::vector<std::string>{},
+                                                     nullptr, hand_over_links());
     next->set_trace_identity(fmt::format("reconfigure '{}' of {} (epoch {})", uuid, name(), epoch_ + 1), {});
     return next;
+  }
+
+  // The survivors keep their UCX connections into the next epoch, and this
+  // group, which the next one replaces, fails its later ops. No op may be
+  // inside the transport while it changes hands.
+  TransportLinksPtr hand_over_links() {
+    if (!net_ready_.load()) return nullptr;
+    return queue_.run_exclusive([this] { return net_->hand_over(); });
   }
 
   void abort(const std::string& reason) override {
@@ -553,6 +564,7 @@ class NativeProcessGroup final : public ProcessGroup {
                                   fmt::format("ranks on one host, but they span {} hosts (use auto or ucx)",
                                               distinct.size()));
     if (choice == "shm") {
+      links_.reset();
       ShmEngine::Options o;
       o.slot_bytes = static_cast<size_t>(kShmSlotBytes.get());
       o.ring_bytes = static_cast<size_t>(kShmRingBytes.get());
@@ -566,7 +578,7 @@ class NativeProcessGroup final : public ProcessGroup {
       // that made a peer's UCX 1.13 assert in its progress (tcp_ep.c, a
       // refused connection); a rank lost during the wire-up fails it.
       net_ = make_ucx_transport(make_prefix_store("ucx", store_), rank(), size(), deadline,
-                                [this] { check_peers_during_setup(); });
+                                [this] { check_peers_during_setup(); }, std::move(links_), epoch_);
       net_ready_.store(true);
       watchdog_ = std::thread([this] { watch_store(); });
     }
@@ -611,6 +623,7 @@ class NativeProcessGroup final : public ProcessGroup {
     }
   }
 
+  TransportLinksPtr links_;  // until init: the previous epoch's connections
   std::function<std::vector<int>()> lost_ranks_;
   StorePtr root_;
   StorePtr store_;

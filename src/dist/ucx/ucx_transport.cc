@@ -2,9 +2,18 @@
 //
 // Wire format: every message is a 16-byte header {user tag, payload bytes}
 // followed by the payload, sent as one UCX message. The 64-bit UCX tag is
-// [source rank: 20 bits | per-pair sequence number: 44 bits], so the k-th
-// receive posted for a peer takes exactly the k-th message that peer sent us:
-// ordering and matching are by position, never by the user's tag.
+// [epoch: 8 bits | source rank: 20 bits | per-pair sequence number: 36 bits],
+// so the k-th receive posted for a peer takes exactly the k-th message that
+// peer sent us: ordering and matching are by position, never by the user's
+// tag.
+//
+// Epochs: a group that reconfigures hands its worker and healthy endpoints
+// to the next epoch's transport (hand_over). Each rank publishes, with its
+// worker address, which peer workers it still holds a healthy endpoint to;
+// a pair keeps its connection only when both ends hold it, so neither end
+// closes what the other keeps. The epoch bits keep the old epoch's
+// messages (sent before a revoke, never received) from matching, and the
+// new epoch takes them off the worker's queue once it is wired up.
 //
 // Receives are not pre-posted: a receive probes for its (rank, sequence) tag
 // and, once the message is there, learns its real length before accepting
@@ -55,10 +64,18 @@ inline const EnvParam<int64_t> kCloseTimeoutMs{"SINEW_UCX_CLOSE_TIMEOUT_MS", 200
                                                "how long destroying a UCX transport waits for "
                                                "sends to flush, and then for endpoints to close"};
 
+inline const EnvParam<bool> kKeepConnections{
+    "SINEW_UCX_KEEP_CONNECTIONS", true,
+    "a group's next epoch keeps the UCX worker and the connections between survivors (0: a fresh "
+    "worker and connections every epoch)"};
+
+constexpr int kEpochBits = 8;
 constexpr int kRankBits = 20;
-constexpr int kSeqBits = 64 - kRankBits;
+constexpr int kSeqBits = 64 - kEpochBits - kRankBits;
 constexpr int kMaxRanks = 1 << kRankBits;
+constexpr uint64_t kEpochs = uint64_t{1} << kEpochBits;
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
+constexpr ucp_tag_t kEpochMask = (kEpochs - 1) << (kRankBits + kSeqBits);
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
 // The user tag of the zero-byte message each pair exchanges while
 // connecting; it takes sequence number 0, so user messages never see it.
@@ -66,8 +83,63 @@ constexpr uint64_t kHelloTag = 0x73696e6577ull;  // "sinew"
 // Upper bound on one blocking poll, so abort and deadlines are noticed.
 constexpr int kPollSliceMs = 10;
 
-ucp_tag_t wire_tag(int src, uint64_t seq) {
-  return (static_cast<uint64_t>(src) << kSeqBits) | (seq & kSeqMask);
+ucp_tag_t wire_tag(uint64_t epoch, int src, uint64_t seq) {
+  return ((epoch % kEpochs) << (kRankBits + kSeqBits)) | (static_cast<uint64_t>(src) << kSeqBits) |
+         (seq & kSeqMask);
+}
+
+// FNV-1a: the same value in every process, unlike std::hash.
+uint64_t address_hash(const std::vector<uint8_t>& address) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint8_t b : address) h = (h ^ b) * 0x100000001b3ull;
+  return h;
+}
+
+// What each rank publishes at the rendezvous: its worker address and the
+// hashes of the peer workers it holds a healthy endpoint to.
+struct Card {
+  std::vector<uint8_t> address;
+  std::set<uint64_t> holds;
+};
+
+Bytes encode_card(const Card& c) {
+  Bytes out;
+  auto put = [&out](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  const uint64_t len = c.address.size(), n = c.holds.size();
+  put(&len, sizeof len);
+  put(c.address.data(), c.address.size());
+  put(&n, sizeof n);
+  for (uint64_t h : c.holds) put(&h, sizeof h);
+  return out;
+}
+
+Card decode_card(const Bytes& in, int rank) {
+  size_t at = 0;
+  auto take = [&](void* p, size_t n) {
+    if (in.size() - at < n)
+      throw InternalError(fmt::format("UCX rendezvous: rank {}'s record (store key ucx/addr/{}) is {} bytes, "
+                                      "too short for what it announces",
+                                      rank, rank, in.size()));
+    std::memcpy(p, in.data() + at, n);
+    at += n;
+  };
+  Card c;
+  uint64_t len = 0, n = 0;
+  take(&len, sizeof len);
+  if (len > in.size()) take(nullptr, len);  // reports the short record
+  c.address.resize(len);
+  take(c.address.data(), len);
+  take(&n, sizeof n);
+  if (n > in.size()) take(nullptr, n);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t h = 0;
+    take(&h, sizeof h);
+    c.holds.insert(h);
+  }
+  return c;
 }
 
 struct WireHeader {
@@ -99,6 +171,101 @@ Status peer_lost(int peer, ucs_status_t why) {
 }
 
 class UcxTransport;
+
+// One endpoint to a peer's worker. It lives at a stable address because it
+// is the endpoint error handler's argument, and it may outlive the
+// transport that made it when it passes to the next epoch.
+struct Conn {
+  std::vector<uint8_t> remote;    // the peer worker's address
+  ucp_ep_h ep = nullptr;
+  ucs_status_t status = UCS_OK;   // the endpoint's error, once it failed
+  UcxTransport* owner = nullptr;  // null while the endpoint waits for the next epoch
+  int peer = -1;                  // the owner's rank for it
+};
+
+// Progresses `worker` until `reqs` (UCX requests without callbacks) are
+// done or `until`; frees them either way. True when all completed.
+bool progress_until_done(ucp_worker_h worker, std::vector<void*>& reqs, Deadline until) {
+  while (!reqs.empty()) {
+    while (ucp_worker_progress(worker) != 0) {
+    }
+    std::erase_if(reqs, [](void* req) {
+      if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
+      ucp_request_free(req);
+      return true;
+    });
+    if (until.expired()) break;
+  }
+  bool done = reqs.empty();
+  for (void* req : reqs) ucp_request_free(req);  // UCX releases it once it completes
+  reqs.clear();
+  return done;
+}
+
+// Closes endpoints without UCX's disconnect handshake, which would wait for
+// every peer to progress; the peers see the connection end.
+std::vector<void*> start_closing(const std::vector<ucp_ep_h>& eps) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  std::vector<void*> closing;
+  for (ucp_ep_h ep : eps) {
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
+    if (UCS_PTR_IS_PTR(sp)) closing.push_back(sp);
+  }
+  return closing;
+}
+
+// A worker and its endpoints: what one epoch's transport hands to the
+// next. Used by one thread at a time, whoever holds the transport.
+class Links final : public TransportLinks {
+ public:
+  explicit Links(size_t estimated_eps)
+      : context(make_context(estimated_eps)),
+        orphans(),
+        worker(make_worker(context.get())),
+        event_fd(worker_event_fd(worker.get())),
+        address(worker_address(worker.get())) {}
+
+  ~Links() override {
+    std::vector<ucp_ep_h> eps;
+    for (auto& c : conns)
+      if (c.ep) eps.push_back(c.ep);
+    std::vector<void*> closing = start_closing(eps);
+    progress_until_done(worker.get(), closing, Deadline::after(Millis(kCloseTimeoutMs.get())));
+  }
+
+  // The hashes of the peer workers this worker holds a healthy endpoint to.
+  std::set<uint64_t> healthy() const {
+    std::set<uint64_t> out;
+    for (const auto& c : conns)
+      if (c.ep && c.status == UCS_OK) out.insert(address_hash(c.remote));
+    return out;
+  }
+
+  // Closes and forgets the endpoints `close` selects, within `until`.
+  template <class Pred>
+  void close_if(Pred close, Deadline until) {
+    std::vector<ucp_ep_h> eps;
+    for (auto& c : conns)
+      if (c.ep && close(c)) {
+        eps.push_back(c.ep);
+        c.ep = nullptr;
+      }
+    if (eps.empty()) return;
+    std::vector<void*> closing = start_closing(eps);
+    // The closed endpoints' handler arguments stay until no callback can come.
+    if (progress_until_done(worker.get(), closing, until))
+      conns.remove_if([](const Conn& c) { return c.ep == nullptr; });
+  }
+
+  ContextPtr context;
+  std::list<std::vector<uint8_t>> orphans;  // receive buffers UCX may still fill
+  WorkerPtr worker;  // after the context and the buffers: destroyed first
+  int event_fd;
+  std::vector<uint8_t> address;
+  std::list<Conn> conns;
+};
 
 class UcxRequest final : public TransportRequest {
  public:
@@ -143,13 +310,17 @@ class UcxRequest final : public TransportRequest {
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(StorePtr store, int rank, int size, Deadline deadline, const std::function<void()>& check_peers)
-      : rank_(rank), size_(size), send_seq_(size, 0), recv_seq_(size, 0), lost_(size, UCS_OK) {
-    context_ = make_context(static_cast<size_t>(size));
-    worker_ = make_worker(context_.get());
-    event_fd_ = worker_event_fd(worker_.get());
+  UcxTransport(StorePtr store, int rank, int size, Deadline deadline, const std::function<void()>& check_peers,
+               std::shared_ptr<Links> links, uint64_t epoch)
+      : rank_(rank), size_(size), epoch_(epoch), send_seq_(size, 0), recv_seq_(size, 0), lost_(size, UCS_OK) {
+    if (!kKeepConnections.get()) links.reset();
+    const bool inherited = links != nullptr;
+    links_ = inherited ? std::move(links) : std::make_shared<Links>(static_cast<size_t>(size));
+    worker_ = links_->worker.get();
+    event_fd_ = links_->event_fd;
     try {
       connect(*store, deadline, check_peers);
+      if (inherited) drain_stale(deadline);
     } catch (...) {
       release(/*force=*/true, Status(ErrorCode::kAborted, "UCX transport setup failed"));
       throw;
@@ -171,7 +342,7 @@ class UcxTransport final : public Transport {
     check_args(peer, data, bytes);
     auto r = std::make_shared<UcxRequest>(this, UcxRequest::Kind::kSend, peer, tag,
                                           const_cast<void*>(data), bytes);
-    r->wire = wire_tag(rank_, send_seq_[peer]++);
+    r->wire = wire_tag(epoch_, rank_, send_seq_[peer]++);
     if (abort_requested_.load(std::memory_order_acquire)) abort_all();
     if (aborted_) {
       r->finish(aborted_status());
@@ -186,7 +357,7 @@ class UcxTransport final : public Transport {
     r->iov[1] = {r->data, bytes};
     ucp_request_param_t param = request_param(r.get(), ucp_dt_make_iov());
     param.cb.send = &on_send_done;
-    ucs_status_ptr_t sp = ucp_tag_send_nbx(eps_[peer], r->iov, bytes ? 2 : 1, r->wire, &param);
+    ucs_status_ptr_t sp = ucp_tag_send_nbx(eps_[peer]->ep, r->iov, bytes ? 2 : 1, r->wire, &param);
     track(r, sp);
     return r;
   }
@@ -194,7 +365,7 @@ class UcxTransport final : public Transport {
   RequestPtr irecv(int peer, uint64_t tag, void* data, size_t bytes) override {
     check_args(peer, data, bytes);
     auto r = std::make_shared<UcxRequest>(this, UcxRequest::Kind::kRecv, peer, tag, data, bytes);
-    r->wire = wire_tag(peer, recv_seq_[peer]++);
+    r->wire = wire_tag(epoch_, peer, recv_seq_[peer]++);
     if (abort_requested_.load(std::memory_order_acquire)) abort_all();
     if (aborted_) {
       r->finish(aborted_status());
@@ -245,8 +416,37 @@ class UcxTransport final : public Transport {
 
   void abort() override {
     abort_requested_.store(true, std::memory_order_release);
-    ucp_worker_signal(worker_.get());  // thread-safe: wakes a waiter blocked in poll()
+    std::lock_guard<std::mutex> g(links_mu_);
+    if (worker_) ucp_worker_signal(worker_);  // thread-safe: wakes a waiter blocked in poll()
   }
+
+  TransportLinksPtr hand_over() override {
+    std::lock_guard<std::mutex> g(links_mu_);
+    if (!links_) return nullptr;
+    {
+      std::lock_guard<std::mutex> r(revoke_mu_);
+      if (revoke_status_.is_ok())
+        revoke_status_ = Status(ErrorCode::kAborted,
+                                fmt::format("UCX transport of rank {} handed its connections to the group's next "
+                                            "epoch; use the group reconfigure() returned",
+                                            rank_));
+    }
+    if (!aborted_) {
+      aborted_ = true;
+      quiesce(aborted_status());
+    }
+    for (Conn* c : eps_) {
+      if (!c) continue;
+      c->owner = nullptr;
+      c->peer = -1;
+    }
+    eps_.assign(size_, nullptr);
+    worker_ = nullptr;
+    SINEW_DEBUG(kUcx, "rank {}: handing {} UCX endpoint(s) to the next epoch", rank_, links_->healthy().size());
+    return std::move(links_);
+  }
+
+  std::vector<int> reused_peers() const override { return reused_; }
 
  private:
   static ucp_request_param_t request_param(UcxRequest* r, ucp_datatype_t datatype) {
@@ -268,7 +468,7 @@ class UcxTransport final : public Transport {
   // --- connection setup ---------------------------------------------------
 
   void connect(Store& store, Deadline deadline, const std::function<void()>& check_peers) {
-    store.set(addr_key(rank_), worker_address(worker_.get()));
+    store.set(addr_key(rank_), encode_card({links_->address, links_->healthy()}));
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(addr_key(r));
     try {
@@ -285,28 +485,49 @@ class UcxTransport final : public Transport {
           "ucx/addr/<rank>) before the deadline; are they running?",
           missing));
     }
-    std::vector<Bytes> addrs = store.multi_get(keys);
+    std::vector<Bytes> records = store.multi_get(keys);
+    std::vector<Card> cards;
+    for (int p = 0; p < size_; ++p) cards.push_back(decode_card(records[p], p));
 
-    err_args_.resize(size_);
+    // Both ends decide from the same records: a pair keeps its endpoints
+    // when each end announced holding a healthy one to the other.
+    const uint64_t me = address_hash(links_->address);
     eps_.assign(size_, nullptr);
     for (int p = 0; p < size_; ++p) {
-      err_args_[p] = {this, p};
+      auto kept = std::find_if(links_->conns.begin(), links_->conns.end(), [&](const Conn& c) {
+        return c.ep && c.owner == nullptr && c.status == UCS_OK && c.remote == cards[p].address;
+      });
+      if (kept != links_->conns.end() && cards[p].holds.contains(me)) {
+        kept->owner = this;
+        kept->peer = p;
+        eps_[p] = &*kept;
+        reused_.push_back(p);
+        continue;
+      }
+      Conn& c = links_->conns.emplace_back();
+      c.remote = cards[p].address;
+      c.owner = this;
+      c.peer = p;
       ucp_ep_params_t ep{};
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep.address = reinterpret_cast<const ucp_address_t*>(addrs[p].data());
+      ep.address = reinterpret_cast<const ucp_address_t*>(c.remote.data());
       ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
       ep.err_handler.cb = &on_ep_error;
-      ep.err_handler.arg = &err_args_[p];
-      ucs_status_t st = ucp_ep_create(worker_.get(), &ep, &eps_[p]);
+      ep.err_handler.arg = &c;
+      ucs_status_t st = ucp_ep_create(worker_, &ep, &c.ep);
       if (st != UCS_OK) {
-        eps_[p] = nullptr;
+        links_->conns.pop_back();
         // A peer that died after publishing its address is unreachable.
         if (is_connection_error(st)) give_up(store, {p}, peer_lost(p, st).message());
         throw IoError(
             fmt::format("UCX cannot create an endpoint to rank {}: {}", p, ucs_status_string(st)));
       }
+      eps_[p] = &c;
     }
+    // Endpoints of the previous epoch that this one does not keep; their
+    // other ends did not keep them either.
+    links_->close_if([](const Conn& c) { return c.owner == nullptr; }, deadline);
 
     // Wire up every pair now, so a peer that dies later is noticed through
     // its broken connection rather than only when a message is due.
@@ -323,8 +544,8 @@ class UcxTransport final : public Transport {
     } catch (const PeerLostError& e) {
       give_up(store, e.ranks(), e.what());
     }
-    SINEW_INFO(kUcx, "rank {}/{} connected over UCX (TLS '{}')", rank_, size_,
-               effective_settings().tls);
+    SINEW_INFO(kUcx, "rank {}/{} connected over UCX (TLS '{}'; {} of {} connections kept from the last epoch)",
+               rank_, size_, effective_settings().tls, reused_.size(), size_);
     if (log_enabled(LogLevel::kDebug, LogSubsys::kUcx)) log_endpoints();
   }
 
@@ -360,7 +581,7 @@ class UcxTransport final : public Transport {
       size_t len = 0;
       FILE* f = open_memstream(&text, &len);
       if (!f) return;
-      ucp_ep_print_info(eps_[p], f);
+      ucp_ep_print_info(eps_[p]->ep, f);
       std::fclose(f);
       SINEW_DEBUG(kUcx, "endpoint to rank {}:\n{}", p, std::string(text, len));
       std::free(text);
@@ -372,7 +593,7 @@ class UcxTransport final : public Transport {
   void progress() {
     if (abort_requested_.load(std::memory_order_acquire)) abort_all();
     if (aborted_) return;
-    while (ucp_worker_progress(worker_.get()) != 0) {
+    while (ucp_worker_progress(worker_) != 0) {
     }
     service_probes();
   }
@@ -381,7 +602,7 @@ class UcxTransport final : public Transport {
     for (auto it = probing_.begin(); it != probing_.end();) {
       UcxRequest& r = **it;
       ucp_tag_recv_info_t info{};
-      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_.get(), r.wire, kFullMask, 1, &info);
+      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, r.wire, kFullMask, 1, &info);
       if (msg != nullptr) {
         std::shared_ptr<UcxRequest> req = std::move(*it);
         it = probing_.erase(it);
@@ -414,7 +635,7 @@ class UcxTransport final : public Transport {
     }
     ucp_request_param_t param = request_param(r.get(), dt);
     param.cb.recv = &on_recv_done;
-    track(r, ucp_tag_msg_recv_nbx(worker_.get(), buffer, count, msg, &param));
+    track(r, ucp_tag_msg_recv_nbx(worker_, buffer, count, msg, &param));
   }
 
   // Keeps `r` alive while UCX owns an operation on it, or completes it now.
@@ -484,15 +705,17 @@ class UcxTransport final : public Transport {
   }
 
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
-    auto* a = static_cast<PeerErrorArg*>(arg);
-    a->self->lost_[a->peer] = status;
+    auto* c = static_cast<Conn*>(arg);
+    c->status = status;
+    if (!c->owner) return;  // an endpoint between epochs: its next owner sees the status
+    c->owner->lost_[c->peer] = status;
     // Also how a peer's normal exit looks; requests that needed it report it.
-    SINEW_INFO(kUcx, "rank {}: UCX connection to rank {} ended: {}", a->self->rank_, a->peer,
+    SINEW_INFO(kUcx, "rank {}: UCX connection to rank {} ended: {}", c->owner->rank_, c->peer,
                ucs_status_string(status));
   }
 
   void idle_wait(Deadline deadline) {
-    ucs_status_t st = ucp_worker_arm(worker_.get());
+    ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) return;  // events arrived since the last progress
     check_ucs(st, "ucp_worker_arm");
     int ms = kPollSliceMs;
@@ -532,17 +755,71 @@ class UcxTransport final : public Transport {
     return Status(ErrorCode::kAborted, fmt::format("UCX transport of rank {} was closed", rank_));
   }
 
-  // Runs on the transport's thread once abort() was requested: ends every
-  // UCX operation, so no user buffer is touched after its request failed.
+  // Runs on the transport's thread once abort() was requested.
   void abort_all() {
     if (aborted_) return;
     aborted_ = true;
     SINEW_INFO(kUcx, "rank {}: aborting UCX transport", rank_);
-    shut_down(/*force=*/true, aborted_status());
+    quiesce(aborted_status());
   }
 
-  // Fails what is pending with `why`, closes endpoints (flushing them
-  // unless `force`) with a bounded wait, and completes every UCX operation.
+  // Ends every UCX operation, so no user buffer is touched after its
+  // request failed with `why`, and closes the endpoints that cannot carry
+  // on: to lost peers, and to peers with a send in flight (UCX owns its
+  // buffer until the receiver takes it or the endpoint closes). The others
+  // stay open for hand_over(); peers waiting on this rank learn of the
+  // revoke from the group, not from a broken connection that would make a
+  // live rank look dead.
+  void quiesce(const Status& why) {
+    if (!worker_) return;
+    for (auto& r : probing_) r->finish(why);
+    probing_.clear();
+    std::set<int> broken;
+    for (int p = 0; p < size_; ++p)
+      if (lost_[p] != UCS_OK) broken.insert(p);
+    std::vector<void*> ops;
+    for (auto& [r, op] : inflight_) {
+      if (r->kind == UcxRequest::Kind::kRecv) ops.push_back(op.ucx);
+      else broken.insert(r->peer);
+    }
+    for (void* ucx : ops) ucp_request_cancel(worker_, ucx);
+    const Deadline until = Deadline::after(Millis(kCloseTimeoutMs.get()));
+    links_->close_if([&](const Conn& c) { return c.owner == this && broken.contains(c.peer); }, until);
+    for (int p : broken) eps_[p] = nullptr;
+    std::vector<void*> none;
+    drain(none, until);
+    for (auto& [r, op] : inflight_) r->finish(why);
+  }
+
+  // Takes the old epoch's unanswered messages off the worker's queue: they
+  // never match this epoch's tags, and would stay there. After the wire-up,
+  // because a kept connection delivers them before the peer's hello.
+  void drain_stale(Deadline until) {
+    std::vector<void*> reqs;
+    std::list<std::vector<uint8_t>> buffers;
+    const uint64_t current = epoch_ % kEpochs;
+    for (uint64_t e = 0; e < kEpochs; ++e) {
+      if (e == current) continue;
+      ucp_tag_recv_info_t info{};
+      while (ucp_tag_message_h msg =
+                 ucp_tag_probe_nb(worker_, e << (kRankBits + kSeqBits), kEpochMask, 1, &info)) {
+        auto& b = buffers.emplace_back(info.length);
+        ucp_request_param_t p{};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+        p.datatype = ucp_dt_make_contig(1);
+        ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(worker_, b.data(), b.size(), msg, &p);
+        if (UCS_PTR_IS_PTR(sp)) reqs.push_back(sp);
+      }
+    }
+    if (buffers.empty()) return;
+    SINEW_DEBUG(kUcx, "rank {}: dropping {} message(s) of earlier epochs", rank_, buffers.size());
+    // A buffer UCX may still write into is kept until the worker goes.
+    if (!drain(reqs, until)) links_->orphans.splice(links_->orphans.end(), buffers);
+  }
+
+  // Fails what is pending with `why`, closes this transport's endpoints
+  // (flushing them unless `force`) with a bounded wait, and completes every
+  // UCX operation.
   void shut_down(bool force, const Status& why) {
     if (!worker_) return;
     for (auto& r : probing_) r->finish(why);
@@ -550,7 +827,7 @@ class UcxTransport final : public Transport {
     std::vector<std::pair<UcxRequest*, void*>> ops;
     for (auto& [r, op] : inflight_) ops.emplace_back(r, op.ucx);
     for (auto& [r, ucx] : ops)
-      if (r->kind == UcxRequest::Kind::kRecv) ucp_request_cancel(worker_.get(), ucx);
+      if (r->kind == UcxRequest::Kind::kRecv) ucp_request_cancel(worker_, ucx);
     // A send still in flight waits for its receiver; only a forced close ends it.
     close_endpoints(force || !inflight_.empty());
     for (auto& [r, op] : inflight_) r->finish(why);
@@ -560,34 +837,27 @@ class UcxTransport final : public Transport {
   // callbacks reach through their requests) is still whole.
   void release(bool force, const Status& why) {
     shut_down(force, why);
-    worker_.reset();
-    context_.reset();
+    std::lock_guard<std::mutex> g(links_mu_);
+    worker_ = nullptr;
+    links_.reset();
   }
 
-  // Unless `force`, a worker flush first puts what was sent on the wire; the
-  // endpoints then close without UCX's disconnect handshake, which would
-  // wait for every peer to progress. Peers see the connection end.
+  // Unless `force`, a worker flush first puts what was sent on the wire.
   void close_endpoints(bool force) {
     Deadline until = Deadline::after(Millis(kCloseTimeoutMs.get()));
-    ucp_request_param_t p{};
     if (!force) {
+      ucp_request_param_t p{};
       std::vector<void*> flushing;
-      ucs_status_ptr_t sp = ucp_worker_flush_nbx(worker_.get(), &p);
+      ucs_status_ptr_t sp = ucp_worker_flush_nbx(worker_, &p);
       if (UCS_PTR_IS_PTR(sp)) flushing.push_back(sp);
       if (!drain(flushing, until))
         SINEW_WARN(kUcx, "rank {}: UCX sends did not flush within {} ms; closing anyway", rank_,
                    kCloseTimeoutMs.get());
     }
-    std::vector<void*> closing;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    for (auto& ep : eps_) {
-      if (!ep) continue;
-      ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
-      if (UCS_PTR_IS_PTR(sp)) closing.push_back(sp);
-      ep = nullptr;
-    }
-    if (!drain(closing, Deadline::after(Millis(kCloseTimeoutMs.get()))))
+    links_->close_if([](const Conn&) { return true; }, Deadline::after(Millis(kCloseTimeoutMs.get())));
+    eps_.assign(size_, nullptr);
+    std::vector<void*> none;
+    if (!drain(none, Deadline::after(Millis(kCloseTimeoutMs.get()))))
       SINEW_WARN(kUcx, "rank {}: UCX endpoints did not close within {} ms", rank_,
                  kCloseTimeoutMs.get());
   }
@@ -596,7 +866,7 @@ class UcxTransport final : public Transport {
   // tracked operation complete, or `until`; frees `reqs` either way.
   bool drain(std::vector<void*>& reqs, Deadline until) {
     while (!reqs.empty() || !inflight_.empty()) {
-      while (ucp_worker_progress(worker_.get()) != 0) {
+      while (ucp_worker_progress(worker_) != 0) {
       }
       std::erase_if(reqs, [](void* req) {
         if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
@@ -613,10 +883,6 @@ class UcxTransport final : public Transport {
     return done;
   }
 
-  struct PeerErrorArg {
-    UcxTransport* self;
-    int peer;
-  };
   struct InFlight {
     std::shared_ptr<UcxRequest> request;
     void* ucx;
@@ -624,11 +890,13 @@ class UcxTransport final : public Transport {
 
   const int rank_;
   const int size_;
-  ContextPtr context_;
-  WorkerPtr worker_;
+  const uint64_t epoch_;
+  std::shared_ptr<Links> links_;  // null once handed over
+  mutable std::mutex links_mu_;    // abort() and hand_over() against each other
+  ucp_worker_h worker_ = nullptr;  // links_'s worker, while this transport holds it
   int event_fd_ = -1;
-  std::vector<ucp_ep_h> eps_;
-  std::vector<PeerErrorArg> err_args_;
+  std::vector<Conn*> eps_;  // per peer; null once closed
+  std::vector<int> reused_;
   std::vector<uint64_t> send_seq_;
   std::vector<uint64_t> recv_seq_;
   std::vector<ucs_status_t> lost_;                  // UCS_OK while the peer's endpoint is healthy
@@ -644,12 +912,16 @@ class UcxTransport final : public Transport {
 }  // namespace ucx
 
 TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline,
-                                std::function<void()> check_peers) {
+                                std::function<void()> check_peers, TransportLinksPtr links, uint64_t epoch) {
   if (!store) throw InvalidArgument::make("store", "nullptr", "a store to rendezvous through");
   SINEW_ARG_CHECK(size >= 1 && size <= ucx::kMaxRanks, "size", size,
                   fmt::format("1 to {} ranks", ucx::kMaxRanks));
   SINEW_ARG_CHECK(rank >= 0 && rank < size, "rank", rank, fmt::format("a rank in [0, {})", size));
-  return std::make_unique<ucx::UcxTransport>(std::move(store), rank, size, deadline, check_peers);
+  auto own = std::dynamic_pointer_cast<ucx::Links>(links);
+  if (links && !own)
+    throw InvalidArgument::make("links", "another transport's connections", "links from a UCX transport's hand_over()");
+  return std::make_unique<ucx::UcxTransport>(std::move(store), rank, size, deadline, check_peers, std::move(own),
+                                             epoch);
 }
 
 bool ucx_transport_available() {

@@ -6,7 +6,13 @@
 
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 
-constexpr int64_t kQrBlock = 32;          // reflectors per compact WY block
+constexpr int64_t kQrBlock = 32;          // reflectors per compact WY block of a panel, and in ormtr
+// Reflectors per trailing update in geqrf and apply_q. A block of k
+// reflectors costs three passes over the trailing matrix for 4k flops per
+// element, so at k = 32 the update is bound by memory once that matrix
+// leaves L2 (n = 1024: 8 MiB in f64); 64 halves the passes. The panel stays
+// blocked by kQrBlock, so its level-2 work does not grow.
+constexpr int64_t kQrWideBlock = 64;
 constexpr int64_t kQrBlockedMin = 96;     // unblocked below this many reflectors
 constexpr int64_t kCompactQrMax = 40;
 
@@ -71,7 +77,7 @@ template <class T> void explicit_v(Mat<T> A, Mat<T> V) {
 template <class T> void larft(Mat<T> V, const T* tau, Mat<T> Tm, int threads) {
   const int64_t k = V.n;
   gemm(true, false, T(1), V, V, T(0), Tm, threads);  // Tm = VᵀV; only its strict upper part is used
-  T w[kQrBlock];
+  T w[kQrWideBlock];
   for (int64_t j = 0; j < k; ++j) {
     for (int64_t i = 0; i < j; ++i) w[i] = Tm(i, j);
     // Tm(0:j, j) = -tau_j Tm(0:j, 0:j) w, Tm(0:j, 0:j) upper triangular and final.
@@ -98,7 +104,7 @@ template <class T> struct QrScratch {
   Buffer<T> buf;
   Mat<T> V, Tm, W1, W2;
   void reserve(int64_t m, int64_t ncols) {
-    const int64_t nb = kQrBlock;
+    const int64_t nb = kQrWideBlock;
     T* cur = buf.get(carve_size<T>(m, nb) + carve_size<T>(nb, nb) + 2 * carve_size<T>(nb, ncols));
     V = carve<T>(cur, m, nb);
     Tm = carve<T>(cur, nb, nb);
@@ -107,18 +113,15 @@ template <class T> struct QrScratch {
   }
 };
 
-// Blocked QR of A (m x n) in place, tau[min(m, n)].
-template <class T> void geqrf(Mat<T> A, T* tau, QrScratch<T>& s, int threads) {
+// QR of A (m x n) in place, tau[min(m, n)], `nb` reflectors per compact
+// WY block; s reserved for A.
+template <class T> void geqrf_blocks(Mat<T> A, T* tau, QrScratch<T>& s, int64_t nb, int threads) {
   const int64_t m = A.m, n = A.n, k = std::min(m, n);
-  if (k < kQrBlockedMin) {
-    geqr2(A, tau);
-    return;
-  }
-  s.reserve(m, n);
-  for (int64_t j0 = 0; j0 < k; j0 += kQrBlock) {
-    const int64_t jb = std::min(kQrBlock, k - j0);
+  for (int64_t j0 = 0; j0 < k; j0 += nb) {
+    const int64_t jb = std::min(nb, k - j0);
     Mat<T> panel = A.sub(j0, j0, m - j0, jb);
-    geqr2(panel, tau + j0);
+    if (nb > kQrBlock) geqrf_blocks(panel, tau + j0, s, kQrBlock, threads);
+    else geqr2(panel, tau + j0);
     if (j0 + jb >= n) continue;
     Mat<T> V = s.V.sub(0, 0, m - j0, jb), Tm = s.Tm.sub(0, 0, jb, jb);
     explicit_v(panel, V);
@@ -126,6 +129,17 @@ template <class T> void geqrf(Mat<T> A, T* tau, QrScratch<T>& s, int threads) {
     const int64_t nc = n - j0 - jb;
     larfb(V, Tm, true, A.sub(j0, j0 + jb, m - j0, nc), s.W1.sub(0, 0, jb, nc), s.W2.sub(0, 0, jb, nc), threads);
   }
+}
+
+// Blocked QR of A (m x n) in place, tau[min(m, n)]: panels of kQrWideBlock
+// columns, each factored in blocks of kQrBlock.
+template <class T> void geqrf(Mat<T> A, T* tau, QrScratch<T>& s, int threads) {
+  if (std::min(A.m, A.n) < kQrBlockedMin) {
+    geqr2(A, tau);
+    return;
+  }
+  s.reserve(A.m, A.n);
+  geqrf_blocks(A, tau, s, kQrWideBlock, threads);
 }
 
 // C (m x c) <- Q C (trans = false) or Qᵀ C, Q = H_0 ... H_{k-1} from the k
@@ -145,9 +159,9 @@ void apply_q(Mat<T> A, const T* tau, bool trans, Mat<T> C, QrScratch<T>& s, int 
     return;
   }
   s.reserve(m, C.n);
-  const int64_t blocks = (k + kQrBlock - 1) / kQrBlock;
+  const int64_t nb = kQrWideBlock, blocks = (k + nb - 1) / nb;
   for (int64_t t = 0; t < blocks; ++t) {
-    const int64_t j0 = (trans ? t : blocks - 1 - t) * kQrBlock, jb = std::min(kQrBlock, k - j0);
+    const int64_t j0 = (trans ? t : blocks - 1 - t) * nb, jb = std::min(nb, k - j0);
     const int64_t c0 = identity_tail ? std::min(j0, C.n) : 0, nc = C.n - c0;
     Mat<T> V = s.V.sub(0, 0, m - j0, jb), Tm = s.Tm.sub(0, 0, jb, jb);
     explicit_v(A.sub(j0, j0, m - j0, jb), V);

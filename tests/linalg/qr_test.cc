@@ -101,6 +101,10 @@ TEST_P(QrTest, SingleMatricesAllModes) {
   check_qr<double>(1, 130, 100, QrMode::kComplete, false, 2);
   check_qr<double>(1, 100, 130, QrMode::kReduced, true, 2);
   check_qr<float>(1, 110, 110, QrMode::kReduced, false, 2);
+  // Several 64-column panels (each factored in 32-column blocks), and a last
+  // panel narrower than one block.
+  check_qr<double>(1, 300, 200, QrMode::kComplete, false, 2);
+  check_qr<float>(1, 200, 257, QrMode::kReduced, true, 2);
 }
 
 TEST_P(QrTest, BatchesCompactAndPerMatrix) {

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "dist/fr_dump.h"
 #include "dist/rank_threads.h"
 #include "sinew/dist/hooks.h"
 #include "sinew/dist/process_group.h"
@@ -43,14 +44,8 @@ const bool kSmallRing = [] {
 
 using testing::run_ranks;
 
-nlohmann::json dump() { return nlohmann::json::parse(flight_recorder_json("test")); }
-
-std::vector<nlohmann::json> entries_of(const nlohmann::json& d, const std::string& pg_id) {
-  std::vector<nlohmann::json> out;
-  for (const auto& e : d["entries"])
-    if (e["pg_id"] == pg_id && e["event"].is_null()) out.push_back(e);
-  return out;
-}
+using testing::fr_dump;
+using testing::fr_entries_of;
 
 // Runs fn on `world` ranks (threads) of a group named `name`.
 void run_named(int world, const std::string& backend, const std::string& name,
@@ -89,12 +84,12 @@ TEST_P(BackendFr, RecordsEveryOpWithPyTorchsFields) {
     else pg.recv(TensorView::flat(p.data(), DType::kU8, 7), 0)->wait();
     pg.split(0, pg.rank());  // an event in the parent's trace (its allgather is an op of the parent)
   });
-  auto d = dump();
+  auto d = fr_dump();
   const std::string pg_id = name + "@e0";
   ASSERT_TRUE(d["pg_config"].contains(pg_id)) << d["pg_config"].dump();
   EXPECT_EQ(d["pg_config"][pg_id]["backend"], GetParam());
   EXPECT_EQ(d["pg_config"][pg_id]["size"], 2);
-  auto es = entries_of(d, pg_id);
+  auto es = fr_entries_of(d, pg_id);
   ASSERT_EQ(es.size(), 10u) << d.dump(1);  // 5 ops (the split's allgather included) on each of the 2 ranks
   int splits = 0;
   for (const auto& e : d["entries"])
@@ -220,8 +215,8 @@ TEST(FlightRecorder, WrappedRingCountsWhatItDropped) {
     int64_t v = 1;
     for (int i = 0; i < 100; ++i) pg.allreduce(TensorView::flat(&v, DType::kI64, 1))->wait();
   });
-  auto d = dump();
-  auto es = entries_of(d, "fr_wrap@e0");
+  auto d = fr_dump();
+  auto es = fr_entries_of(d, "fr_wrap@e0");
   ASSERT_FALSE(es.empty());
   ASSERT_LE(es.size(), 64u);
   const auto& st = d["pg_status"]["fr_wrap@e0"];
@@ -269,7 +264,7 @@ TEST(FlightRecorder, TimeoutDumpsAndTheErrorNamesRankGroupSeqPeerAndPath) {
   auto d = nlohmann::json::parse(f);
   EXPECT_EQ(d["dump_reason"], "timeout");
   bool found = false;
-  for (const auto& e : entries_of(d, "fr_timeout@e0"))
+  for (const auto& e : fr_entries_of(d, "fr_timeout@e0"))
     if (e["collective_seq_id"] == 2 && e["awaited_ranks"] == nlohmann::json::parse("[1]")) found = true;
   EXPECT_TRUE(found) << d.dump(1);
   std::remove(path.c_str());
@@ -278,7 +273,7 @@ TEST(FlightRecorder, TimeoutDumpsAndTheErrorNamesRankGroupSeqPeerAndPath) {
 TEST(FlightRecorder, AbortIsAnEventInTheTrace) {
   reset_flight_recorder();
   run_named(1, "sinew", "fr_abort", [](ProcessGroup& pg) { pg.abort("stopping early"); });
-  auto d = dump();
+  auto d = fr_dump();
   bool found = false;
   for (const auto& e : d["entries"])
     if (e["pg_id"] == "fr_abort@e0" && e["event"] == "abort" && e["error"] == "stopping early") found = true;

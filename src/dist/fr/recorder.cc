@@ -1,5 +1,6 @@
 #include "recorder.h"
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
@@ -118,29 +119,60 @@ inline bool same_shape(const TensorView& a, const TensorView& b) {
 constexpr int8_t kSameAsInput = -2;  // an output ndim: the input's shape
 constexpr int8_t kInSide = -3;       // the first shape is in the side record
 
-// The first tensor's count, dtype and ndim, packed; its dims go to `out`,
-// or to `big` (ndim kInSide) when one does not fit in 32 bits.
-inline uint32_t record_first(std::span<const TensorView> tensors, std::atomic<int32_t>* out, Shape& big) {
-  if (tensors.empty()) return 0;
-  const TensorView& t = tensors[0];
-  const auto shape = t.shape();
-  int8_t nd;
-  // Straight from the view into the slot: a local copy of the dims cost a
-  // store-forwarding stall per op.
-  if (shape.size() <= Shape::kMaxDims) {
-    bool fits = true;
-    for (size_t d = 0; d < shape.size(); ++d) fits &= shape[d] <= INT32_MAX;
-    nd = fits ? static_cast<int8_t>(shape.size()) : kInSide;
-    if (fits)
-      for (size_t d = 0; d < shape.size(); ++d) out[d].store(static_cast<int32_t>(shape[d]), std::memory_order_relaxed);
-  } else {
-    const int64_t n = t.numel();
-    nd = n <= INT32_MAX ? int8_t{-1} : kInSide;
-    if (nd == -1) out[0].store(static_cast<int32_t>(n), std::memory_order_relaxed);
+// A `tensors` half: the list's count (16 bits), its first tensor's dtype
+// (8) and ndim (8).
+inline uint32_t head_of(std::span<const TensorView> tensors, int8_t ndim) {
+  return static_cast<uint32_t>(std::min<size_t>(tensors.size(), 0xffff)) |
+         uint32_t{static_cast<uint8_t>(tensors[0].dtype())} << 16 | uint32_t{static_cast<uint8_t>(ndim)} << 24;
+}
+
+// The first tensor of a list as the common op's record holds it: its
+// `tensors` half and its dims, two to a word. Four dims are read and packed
+// whatever the view's ndim (a view holds its dims inline, the unused ones
+// zero): no loop and no branch per dim.
+static_assert(TensorView::kMaxDims >= 4 && Shape::kMaxDims == 4);
+struct PackedShape {
+  uint32_t head = 0;
+  uint64_t dims[Shape::kMaxDims / 2];
+  // False when the shape needs more than the slot (over four dims, or a
+  // dim past 32 bits). An empty list packs as nothing (head 0).
+  [[gnu::always_inline]] bool pack(std::span<const TensorView> tensors) {
+    if (tensors.empty()) return true;
+    const auto shape = tensors[0].shape();
+    const int64_t* d = shape.data();
+    const int64_t d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+    // Dims are >= 0: one is past INT32_MAX exactly when bit 31 or above is set.
+    if (shape.size() > Shape::kMaxDims || ((d0 | d1 | d2 | d3) >> 31) != 0) return false;
+    dims[0] = pair(d0, d1);
+    dims[1] = pair(d2, d3);
+    head = head_of(tensors, static_cast<int8_t>(shape.size()));
+    return true;
   }
-  if (nd == kInSide) big.ndim = fill_shape(t, big.dims);
-  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(tensors.size(), 0xffff));
-  return count | uint32_t{static_cast<uint8_t>(t.dtype())} << 16 | uint32_t{static_cast<uint8_t>(nd)} << 24;
+  void store(std::atomic<uint64_t>* out) const {
+    if (head == 0) return;
+    out[0].store(dims[0], std::memory_order_relaxed);
+    if ((head >> 24) > 2) out[1].store(dims[1], std::memory_order_relaxed);
+  }
+  static uint64_t pair(int64_t a, int64_t b) {
+    return uint64_t{static_cast<uint32_t>(a)} | uint64_t{static_cast<uint32_t>(b)} << 32;
+  }
+};
+
+// The first tensor's `tensors` half; its dims go to `out`, or, past four
+// dims, its element count (ndim -1), or to `big` (ndim kInSide) when that
+// or a dim does not fit in 32 bits.
+inline uint32_t record_first(std::span<const TensorView> tensors, std::atomic<uint64_t>* out, Shape& big) {
+  PackedShape p;
+  if (p.pack(tensors)) {
+    p.store(out);
+    return p.head;
+  }
+  const TensorView& t = tensors[0];
+  const int64_t n = t.numel();
+  const int8_t nd = t.shape().size() > Shape::kMaxDims && n <= INT32_MAX ? int8_t{-1} : kInSide;
+  if (nd == -1) out[0].store(static_cast<uint32_t>(n), std::memory_order_relaxed);
+  else big.ndim = fill_shape(t, big.dims);
+  return head_of(tensors, nd);
 }
 
 inline bool in_side(uint32_t packed) { return static_cast<int8_t>(packed >> 24) == kInSide && (packed & 0xffff); }
@@ -150,7 +182,7 @@ void record_more(std::span<const TensorView> tensors, Shape* more) {
   for (size_t i = 1; i < n; ++i) more[i - 1].ndim = fill_shape(tensors[i], more[i - 1].dims);
 }
 
-void unpack_tensors(uint32_t packed, const std::atomic<int32_t>* first, const Shape& first_big, const Shape* more,
+void unpack_tensors(uint32_t packed, const std::atomic<uint64_t>* first, const Shape& first_big, const Shape* more,
                     bool more_valid, TensorList& list) {
   list.count = static_cast<uint16_t>(packed & 0xffff);
   list.dtype = static_cast<DType>((packed >> 16) & 0xff);
@@ -166,7 +198,8 @@ void unpack_tensors(uint32_t packed, const std::atomic<int32_t>* first, const Sh
       s.dims[0] = -1;
     }
   } else {
-    for (int d = 0; d < (s.ndim < 0 ? 1 : s.ndim); ++d) s.dims[d] = first[d].load(std::memory_order_relaxed);
+    for (int d = 0; d < (s.ndim < 0 ? 1 : s.ndim); ++d)
+      s.dims[d] = static_cast<int32_t>(first[d / 2].load(std::memory_order_relaxed) >> (d % 2 * 32));
   }
   const int n = std::min<int>(list.count, TensorList::kMaxShapes);
   for (int i = 1; i < n; ++i) {
@@ -191,16 +224,61 @@ namespace {
 // initial-exec: these are read on every op, and the default TLS model of a
 // shared library makes each access a call into the dynamic linker.
 #define SINEW_FAST_TLS __attribute__((tls_model("initial-exec")))
-thread_local uint64_t t_last_enqueued SINEW_FAST_TLS = 0;  // trace id of this thread's last enqueue
-thread_local int64_t t_last_enqueued_ns SINEW_FAST_TLS = 0;
-thread_local uint64_t t_running SINEW_FAST_TLS = 0;  // trace id of the op this thread executes
-thread_local const ThreadTag* t_tag SINEW_FAST_TLS = nullptr;
-// Record ids this thread may use: [next, end).
-struct IdBlock {
+// What the recorder keeps per thread, in one block (one TLS offset to load).
+struct ThreadState {
+  // Record ids this thread may use: [next, end).
   uint64_t next = 0, end = 0;
   size_t index = 0;  // next's slot
+  uint64_t last_enqueued = 0;  // trace id of this thread's last enqueue
+  uint64_t running = 0;  // trace id of the op this thread executes
+  const ThreadTag* tag = nullptr;
 };
-thread_local IdBlock t_ids SINEW_FAST_TLS;
+thread_local ThreadState t_state SINEW_FAST_TLS;
+
+}  // namespace
+
+// Inlined into the op path (a call with this many arguments spills them).
+[[gnu::always_inline]] inline uint64_t Recorder::take_id(size_t& index) {
+  ThreadState& b = t_state;
+  // A block is given up once other threads have taken half a ring of ids
+  // since it was handed out: its records would land among much newer ones,
+  // and a dump (which scans the last `capacity` ids) would not see them.
+  // After reset() next_id_ is below b.end, which also reads as stale.
+  if (b.next == b.end || next_id_.load(std::memory_order_relaxed) - b.end > stale_after_) [[unlikely]] {
+    b.next = next_id_.fetch_add(block_, std::memory_order_relaxed);
+    b.end = b.next + block_;
+    b.index = this->index(b.next);
+  }
+  index = b.index;
+  b.index = b.index + 1 == capacity_ ? 0 : b.index + 1;
+  return b.next++;
+}
+
+[[gnu::always_inline]] inline Slot& Recorder::begin(GroupTrace* g, const char* op, bool is_event, bool is_p2p,
+                                                    uint64_t seq, int peer, int64_t created_ns, uint64_t& id) {
+  size_t index;
+  id = take_id(index);
+  Slot& s = slots_[index];
+  s.version.store(2 * id + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);  // the odd version is seen before any field changes
+  s.group.store(g, std::memory_order_relaxed);
+  s.op.store(op, std::memory_order_relaxed);
+  s.seq.store(is_event ? 0 : seq, std::memory_order_relaxed);
+  s.created_ns.store(created_ns, std::memory_order_relaxed);
+  s.started_ns.store(created_ns, std::memory_order_relaxed);
+  s.meta.store(Slot::pack_meta(peer, static_cast<uint8_t>((is_event ? Slot::kEvent : 0) | (is_p2p ? Slot::kP2P : 0)),
+                               State::kScheduled),
+               std::memory_order_relaxed);
+  const ThreadTag* tag = t_state.tag;
+  s.thread.store(tag ? tag : &this_thread_tag(), std::memory_order_relaxed);
+  // The next record's slot is written on the next op: start fetching its
+  // lines for writing now, while this op runs.
+  const char* next = reinterpret_cast<const char*>(&slots_[index + 1 == capacity_ ? 0 : index + 1]);
+  for (size_t line = 0; line < sizeof(Slot); line += 64) __builtin_prefetch(next + line, 1);
+  return s;
+}
+
+namespace {
 
 class Hooks final : public ProcessGroupHooks {
  public:
@@ -209,60 +287,39 @@ class Hooks final : public ProcessGroupHooks {
   void on_enqueue(Work& work, bool is_p2p, int peer, std::span<const TensorView> inputs,
                   std::span<const TensorView> outputs) override {
     if (!g_recording.load(std::memory_order_relaxed)) return;
-    Recorder& r = r_;
-    // The Work's deadline was computed from "now" a moment ago: reuse it
-    // rather than reading the clock again on the op path.
-    const int64_t created =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(work.default_deadline().time_point().time_since_epoch())
-            .count() -
-        g_->info.timeout_ms * 1'000'000;
-    const char* op = work.op_literal() ? work.op_literal() : "unknown";
-    uint64_t id;
-    Slot& s = r.begin(g_, op, false, is_p2p, work.seq(), peer, created, id);
-    Shape big_in, big_out;  // written only when used (ndim kInSide)
-    const uint32_t in = record_first(inputs, s.in_dims, big_in);
-    // In-place ops (allreduce, broadcast) pass the same tensor twice: the
-    // outputs' shape is then not stored again (out ndim kSameAsInput).
-    // (The group passes one view as both for allreduce and broadcast.)
-    const bool same = inputs.size() == 1 && outputs.size() == 1 &&
-                      (outputs.data() == inputs.data() ||
-                       (outputs[0].data() == inputs[0].data() && outputs[0].dtype() == inputs[0].dtype() &&
-                        same_shape(outputs[0], inputs[0])));
-    const uint32_t out = same ? (in & 0x00ffffffu) | uint32_t{static_cast<uint8_t>(kSameAsInput)} << 24
-                              : record_first(outputs, s.out_dims, big_out);
-    s.tensors.store(uint64_t{in} | uint64_t{out} << 32, std::memory_order_relaxed);
-    if (inputs.size() > 1 || outputs.size() > 1 || r.config().cpp_stack || in_side(in) || in_side(out)) {
-      SideRecord& side = r.side(id);
-      side.claim(id);
-      record_more(inputs, side.more_in);
-      record_more(outputs, side.more_out);
-      if (in_side(in)) side.first_in = big_in;
-      if (in_side(out)) side.first_out = big_out;
-      if (r.config().cpp_stack)
-        side.nframes = static_cast<uint8_t>(::backtrace(side.frames, SideRecord::kMaxFrames));
-      side.unlock();
+    // The common op, at most one tensor in and one out (allreduce and
+    // broadcast pass the same one as both), each with up to four dims that
+    // fit in 32 bits, takes a straight path: its shapes are packed in
+    // registers, then stored with the rest of the record. Anything else
+    // takes the general path, with the side record.
+    const bool same = inputs.size() == 1 && outputs.size() == 1 && outputs.data() == inputs.data();
+    PackedShape in, out;
+    if (inputs.size() <= 1 && outputs.size() <= 1 && !cpp_stack_ && in.pack(inputs) && (same || out.pack(outputs)))
+        [[likely]] {
+      uint64_t id;
+      Slot& s = begin_op(work, is_p2p, peer, id);
+      in.store(s.in_dims);
+      if (!same) out.store(s.out_dims);
+      const uint32_t out_head = same ? (in.head & 0x00ffffffu) | uint32_t{static_cast<uint8_t>(kSameAsInput)} << 24
+                                     : out.head;
+      s.tensors.store(uint64_t{in.head} | uint64_t{out_head} << 32, std::memory_order_relaxed);
+      end_op(work, is_p2p, id, s);
+    } else {
+      enqueue_general(work, is_p2p, peer, inputs, outputs);
     }
-    r.publish(id);
-    (is_p2p ? g_->last_enqueued_p2p : g_->last_enqueued_coll).store(work.seq(), std::memory_order_relaxed);
-    // The trace id carries whether the op is p2p, so start and completion
-    // need not read the slot's (lock-guarded) fields.
-    const uint64_t trace = 2 * (id + 1) + (is_p2p ? 1 : 0);
-    work.set_trace_id(trace);
-    work.set_trace_slot(&s);
-    t_last_enqueued = trace;
-    t_last_enqueued_ns = created;
   }
 
   void on_start(Work& work) override {
     const uint64_t tid = work.trace_id();
     if (tid == 0) return;
     if (Slot* s = live(work)) {
+      ThreadState& t = t_state;
       // Started on the thread that issued it, right away (the inline path):
-      // the issue time is the start time.
-      const int64_t now = tid == t_last_enqueued ? t_last_enqueued_ns : steady_ns();
-      s->started_ns.store(now, std::memory_order_relaxed);
-      s->state.store(State::kStarted, std::memory_order_release);
-      t_running = tid;
+      // the issue time, already in the slot, is the start time.
+      if (tid != t.last_enqueued) s->started_ns.store(steady_ns(), std::memory_order_relaxed);
+      s->meta.store(Slot::with_state(s->meta.load(std::memory_order_relaxed), State::kStarted),
+                    std::memory_order_release);
+      t.running = tid;
       ((tid & 1) ? g_->last_started_p2p : g_->last_started_coll).store(work.seq(), std::memory_order_relaxed);
     }
   }
@@ -275,7 +332,7 @@ class Hooks final : public ProcessGroupHooks {
     const uint64_t tid = work.trace_id();
     if (s) {
       r.set_awaited(tid / 2 - 1, status.ranks());
-      s->flags.fetch_or(Slot::kFailed, std::memory_order_release);
+      s->meta.fetch_or(uint64_t{Slot::kFailed} << 32, std::memory_order_release);
       r.set_error(tid / 2 - 1, status.message());
     }
     const bool failure = status.code() == ErrorCode::kTimeout || status.code() == ErrorCode::kPeerLost;
@@ -334,14 +391,65 @@ class Hooks final : public ProcessGroupHooks {
   }
 
  private:
+  [[gnu::always_inline]] Slot& begin_op(Work& work, bool is_p2p, int peer, uint64_t& id) {
+    // The Work's deadline was computed from "now" a moment ago: reuse it
+    // rather than reading the clock again on the op path.
+    const int64_t created =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(work.default_deadline().time_point().time_since_epoch())
+            .count() -
+        g_->info.timeout_ms * 1'000'000;
+    const char* op = work.op_literal() ? work.op_literal() : "unknown";
+    return r_.begin(g_, op, false, is_p2p, work.seq(), peer, created, id);
+  }
+
+  [[gnu::always_inline]] void end_op(Work& work, bool is_p2p, uint64_t id, Slot& s) {
+    Recorder::publish(s, id);
+    (is_p2p ? g_->last_enqueued_p2p : g_->last_enqueued_coll).store(work.seq(), std::memory_order_relaxed);
+    // The trace id carries whether the op is p2p, so start and completion
+    // need not read the slot's (lock-guarded) fields.
+    const uint64_t trace = 2 * (id + 1) + (is_p2p ? 1 : 0);
+    work.set_trace_id(trace);
+    work.set_trace_slot(&s);
+    t_state.last_enqueued = trace;
+  }
+
+  [[gnu::noinline]] void enqueue_general(Work& work, bool is_p2p, int peer, std::span<const TensorView> inputs,
+                                         std::span<const TensorView> outputs) {
+    Recorder& r = r_;
+    uint64_t id;
+    Slot& s = begin_op(work, is_p2p, peer, id);
+    Shape big_in, big_out;  // written only when used (ndim kInSide)
+    const uint32_t in = record_first(inputs, s.in_dims, big_in);
+    // An in-place op whose output is a view identical to its input: the
+    // outputs' shape is not stored again (out ndim kSameAsInput).
+    const bool same = inputs.size() == 1 && outputs.size() == 1 && outputs[0].data() == inputs[0].data() &&
+                      outputs[0].dtype() == inputs[0].dtype() && same_shape(outputs[0], inputs[0]);
+    const uint32_t out = same ? (in & 0x00ffffffu) | uint32_t{static_cast<uint8_t>(kSameAsInput)} << 24
+                              : record_first(outputs, s.out_dims, big_out);
+    s.tensors.store(uint64_t{in} | uint64_t{out} << 32, std::memory_order_relaxed);
+    if (inputs.size() > 1 || outputs.size() > 1 || cpp_stack_ || in_side(in) || in_side(out)) {
+      SideRecord& side = r.side(id);
+      side.claim(id);
+      record_more(inputs, side.more_in);
+      record_more(outputs, side.more_out);
+      if (in_side(in)) side.first_in = big_in;
+      if (in_side(out)) side.first_out = big_out;
+      if (cpp_stack_) side.nframes = static_cast<uint8_t>(::backtrace(side.frames, SideRecord::kMaxFrames));
+      side.unlock();
+    }
+    end_op(work, is_p2p, id, s);
+  }
+
   Slot* finish(Work& work) {
     const uint64_t tid = work.trace_id();
     if (tid == 0) return nullptr;
-    if (t_running == tid) t_running = 0;
+    ThreadState& t = t_state;
+    if (t.running == tid) t.running = 0;
     Slot* s = live(work);
     if (!s) return nullptr;
     s->completed_tick.store(r_.clock().now(), std::memory_order_relaxed);
-    s->state.store(State::kCompleted, std::memory_order_release);
+    s->meta.store(Slot::with_state(s->meta.load(std::memory_order_relaxed), State::kCompleted),
+                  std::memory_order_release);
     ((tid & 1) ? g_->last_completed_p2p : g_->last_completed_coll).store(work.seq(), std::memory_order_relaxed);
     return s;
   }
@@ -355,6 +463,7 @@ class Hooks final : public ProcessGroupHooks {
 
   GroupTrace* g_;
   Recorder& r_;
+  const bool cpp_stack_ = r_.config().cpp_stack;
 };
 
 std::mutex g_names_mu;
@@ -367,14 +476,16 @@ std::deque<std::string>& thread_names() {
 }  // namespace
 
 void note_awaited(const std::vector<int>& ranks) {
-  if (t_running == 0) return;
+  const uint64_t running = t_state.running;
+  if (running == 0) return;
   Recorder& r = Recorder::get();
-  const uint64_t id = t_running / 2 - 1;
+  const uint64_t id = running / 2 - 1;
   if (r.live(id)) r.set_awaited(id, ranks);
 }
 
 const ThreadTag& this_thread_tag() {
-  if (t_tag) return *t_tag;
+  ThreadState& t = t_state;
+  if (t.tag) return *t.tag;
   char buf[32] = {};
   pthread_getname_np(pthread_self(), buf, sizeof(buf));
   std::lock_guard<std::mutex> g(g_names_mu);
@@ -382,11 +493,28 @@ const ThreadTag& this_thread_tag() {
   static auto* tags = new std::deque<ThreadTag>();
   thread_names().emplace_back(buf);
   tags->push_back(ThreadTag{static_cast<int32_t>(::syscall(SYS_gettid)), thread_names().back().c_str()});
-  t_tag = &tags->back();
-  return *t_tag;
+  t.tag = &tags->back();
+  return *t.tag;
 }
 
-Clock::Clock(bool exact) {
+namespace {
+
+// The vDSO's clock_gettime, when the kernel maps one and it reads the
+// clocks we use; else glibc's.
+int (*kernel_clock_gettime())(clockid_t, timespec*) {
+  using Fn = int (*)(clockid_t, timespec*);
+  if (void* vdso = ::dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD))
+    for (const char* name : {"__vdso_clock_gettime", "__kernel_clock_gettime"})
+      if (auto f = reinterpret_cast<Fn>(::dlsym(vdso, name))) {
+        timespec a, b;
+        if (f(CLOCK_MONOTONIC_COARSE, &a) == 0 && f(CLOCK_MONOTONIC, &b) == 0) return f;
+      }
+  return &::clock_gettime;
+}
+
+}  // namespace
+
+Clock::Clock(bool exact) : read_(kernel_clock_gettime()) {
   mode_ = exact ? Mode::kSteady : Mode::kCoarse;
 #if defined(__x86_64__)
   // The TSC is usable across cores when the kernel chose it as its own
@@ -449,48 +577,6 @@ GroupTrace* Recorder::register_group(const GroupInfo& info) {
   return groups_.back().get();
 }
 
-Slot& Recorder::begin(GroupTrace* g, const char* op, bool is_event, bool is_p2p, uint64_t seq, int peer,
-                      int64_t created_ns, uint64_t& id) {
-  size_t index;
-  id = take_id(index);
-  Slot& s = slots_[index];
-  s.version.store(2 * id + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);  // the odd version is seen before any field changes
-  s.group.store(g, std::memory_order_relaxed);
-  s.op.store(op, std::memory_order_relaxed);
-  s.seq.store(is_event ? 0 : seq, std::memory_order_relaxed);
-  s.peer.store(peer, std::memory_order_relaxed);
-  s.flags.store(static_cast<uint8_t>((is_event ? Slot::kEvent : 0) | (is_p2p ? Slot::kP2P : 0)),
-                std::memory_order_relaxed);
-  s.created_ns.store(created_ns, std::memory_order_relaxed);
-  s.started_ns.store(0, std::memory_order_relaxed);
-  s.completed_tick.store(0, std::memory_order_relaxed);
-  s.state.store(State::kScheduled, std::memory_order_relaxed);
-  s.tensors.store(0, std::memory_order_relaxed);
-  s.thread.store(t_tag ? t_tag : &this_thread_tag(), std::memory_order_relaxed);
-  // The next record's slot is written on the next op: start fetching its
-  // lines for writing now, while this op runs.
-  const char* next = reinterpret_cast<const char*>(&slots_[index + 1 == capacity_ ? 0 : index + 1]);
-  for (size_t line = 0; line < sizeof(Slot); line += 64) __builtin_prefetch(next + line, 1);
-  return s;
-}
-
-uint64_t Recorder::take_id(size_t& index) {
-  IdBlock& b = t_ids;
-  // A block is given up once other threads have taken half a ring of ids
-  // since it was handed out: its records would land among much newer ones,
-  // and a dump (which scans the last `capacity` ids) would not see them.
-  // After reset() next_id_ is below b.end, which also reads as stale.
-  if (b.next == b.end || next_id_.load(std::memory_order_relaxed) - b.end > stale_after_) {
-    b.next = next_id_.fetch_add(block_, std::memory_order_relaxed);
-    b.end = b.next + block_;
-    b.index = this->index(b.next);
-  }
-  index = b.index;
-  b.index = b.index + 1 == capacity_ ? 0 : b.index + 1;
-  return b.next++;
-}
-
 void Recorder::set_awaited(uint64_t id, std::span<const int> ranks) {
   SideRecord& s = side(id);
   s.claim(id);
@@ -512,10 +598,11 @@ void Recorder::record_event(GroupTrace* g, GroupEvent e, const std::string& deta
                                        "sinew:revoke"};
   uint64_t id;
   Slot& s = begin(g, kNames[static_cast<int>(e)], true, false, 0, -1, steady_ns(), id);
-  s.started_ns.store(s.created_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  s.tensors.store(0, std::memory_order_relaxed);
   s.completed_tick.store(clock_.now(), std::memory_order_relaxed);
-  s.state.store(State::kCompleted, std::memory_order_relaxed);
-  publish(id);
+  s.meta.store(Slot::with_state(s.meta.load(std::memory_order_relaxed), State::kCompleted),
+               std::memory_order_relaxed);
+  publish(s, id);
   if (!detail.empty()) set_error(id, detail);
 }
 
@@ -540,18 +627,20 @@ std::vector<EntryCopy> Recorder::snapshot() {
     e.id = id;
     e.group = s.group.load(std::memory_order_relaxed);
     e.op = s.op.load(std::memory_order_relaxed);
-    const uint8_t f = s.flags.load(std::memory_order_acquire);
+    // The state first (acquire): the times it makes valid are read after it.
+    const uint64_t meta = s.meta.load(std::memory_order_acquire);
+    const uint8_t f = Slot::flags_of(meta);
     e.is_event = f & Slot::kEvent;
     e.is_p2p = f & Slot::kP2P;
     e.failed = f & Slot::kFailed;
     const uint64_t seq = s.seq.load(std::memory_order_relaxed);
     e.coll_seq = e.is_p2p || e.is_event ? 0 : seq;
     e.p2p_seq = e.is_p2p ? seq : 0;
-    e.peer = s.peer.load(std::memory_order_relaxed);
+    e.peer = Slot::peer_of(meta);
     e.created_ns = s.created_ns.load(std::memory_order_relaxed);
-    e.state = s.state.load(std::memory_order_acquire);
-    e.started_ns = s.started_ns.load(std::memory_order_relaxed);
-    const uint64_t done = s.completed_tick.load(std::memory_order_relaxed);
+    e.state = Slot::state_of(meta);
+    e.started_ns = e.state != State::kScheduled ? s.started_ns.load(std::memory_order_relaxed) : 0;
+    const uint64_t done = e.state == State::kCompleted ? s.completed_tick.load(std::memory_order_relaxed) : 0;
     const ThreadTag* t = s.thread.load(std::memory_order_relaxed);
     const uint64_t packed = s.tensors.load(std::memory_order_relaxed);
     // Shapes beyond the first, frames and awaited ranks, when this record has them.

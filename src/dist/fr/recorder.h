@@ -1,11 +1,11 @@
 // The Flight Recorder's ring (internal to dist). Recording an op is on
 // every collective's path, so it is kept to a few plain stores into a slot
 // that stays in L2 (ids come from per-thread blocks: no locked instruction
-// on the common path), and one TSC read at completion
-// (docs/flight_recorder.md, "Cost"): slots are written under a seqlock (the
-// slot's version) with relaxed atomics, and what only some ops need (C++
-// frames, awaited ranks, the second and later tensors' shapes) lives in a
-// side record taken under a lock, off the common path.
+// on the common path), branch-free shape packing, and one coarse clock read
+// at completion (docs/flight_recorder.md, "Cost"): slots are written under
+// a seqlock (the slot's version) with relaxed atomics, and what only some
+// ops need (C++ frames, awaited ranks, the second and later tensors'
+// shapes) lives in a side record taken under a lock, off the common path.
 #pragma once
 
 #include <time.h>
@@ -67,28 +67,39 @@ struct ThreadTag {
 // 250 KB and stays in L2). version is 2*id+1 while the record is written
 // and 2*id+2 once published; a reader copies the fields and keeps the copy
 // only when version was the same before and after. start and completion
-// update started/completed/state of a published record in place (state is
-// stored last, with release).
+// update started/completed and the state (in meta, stored last, with
+// release) of a published record in place; started_ns and completed_tick
+// mean something only once the state says so, so a new record need not
+// clear them.
 struct alignas(64) Slot {
   std::atomic<uint64_t> version{0};
   std::atomic<GroupTrace*> group{nullptr};
   std::atomic<const char*> op{nullptr};
   std::atomic<uint64_t> seq{0};
   std::atomic<int64_t> created_ns{0};
+  // Written as the creation time: an op started inline keeps it.
   std::atomic<int64_t> started_ns{0};
   std::atomic<uint64_t> completed_tick{0};  // Clock ticks; converted when dumped
-  std::atomic<int32_t> peer{-1};
-  std::atomic<uint8_t> flags{0};  // kEvent | kP2P | kFailed
-  std::atomic<State> state{State::kScheduled};
+  // peer (low 32 bits), flags (8), state (8): one store per hook.
+  std::atomic<uint64_t> meta{0};
   std::atomic<const ThreadTag*> thread{nullptr};
   // count (16 bits), dtype (8), ndim (8) of the inputs, then of the outputs
   std::atomic<uint64_t> tensors{0};
-  // The first input's and output's dims. A dim past 32 bits is rare: that
-  // shape goes to the side record (ndim kInSide), and the slot stays two
-  // cache lines.
-  std::atomic<int32_t> in_dims[Shape::kMaxDims];
-  std::atomic<int32_t> out_dims[Shape::kMaxDims];
+  // The first input's and output's dims, two int32 to a word. A dim past
+  // 32 bits is rare: that shape goes to the side record (ndim kInSide),
+  // and the slot stays two cache lines.
+  std::atomic<uint64_t> in_dims[Shape::kMaxDims / 2];
+  std::atomic<uint64_t> out_dims[Shape::kMaxDims / 2];
   static constexpr uint8_t kEvent = 1, kP2P = 2, kFailed = 4;
+  static uint64_t pack_meta(int32_t peer, uint8_t flags, State st) {
+    return uint64_t{static_cast<uint32_t>(peer)} | uint64_t{flags} << 32 | uint64_t{static_cast<uint8_t>(st)} << 40;
+  }
+  static uint64_t with_state(uint64_t meta, State st) {
+    return (meta & ~(uint64_t{0xff} << 40)) | uint64_t{static_cast<uint8_t>(st)} << 40;
+  }
+  static int32_t peer_of(uint64_t meta) { return static_cast<int32_t>(static_cast<uint32_t>(meta)); }
+  static uint8_t flags_of(uint64_t meta) { return static_cast<uint8_t>(meta >> 32); }
+  static State state_of(uint64_t meta) { return static_cast<State>(static_cast<uint8_t>(meta >> 40)); }
 };
 static_assert(sizeof(Slot) == 128, "a slot is two cache lines");
 
@@ -131,19 +142,15 @@ struct SideRecord {
   }
 };
 
-inline int64_t coarse_ns() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 // The clock that stamps completions. With timing on (PyTorch's
 // TORCH_NCCL_ENABLE_TIMING) it is exact and cheap: the TSC where the kernel
-// itself trusts it (clocksource "tsc"), steady_clock otherwise; ticks become
-// steady_clock nanoseconds when a dump converts them. Off (the default, as
-// in PyTorch, whose watchdog only discovers completions later) it is the
-// kernel's coarse monotonic clock: the same time base, updated every tick
-// (1-4 ms), for half the cost of a TSC read on every op.
+// itself trusts it (clocksource "tsc"), CLOCK_MONOTONIC otherwise; ticks
+// become steady_clock nanoseconds when a dump converts them. Off (the
+// default, as in PyTorch, whose watchdog only discovers completions later)
+// it is the kernel's coarse monotonic clock: the same time base, updated
+// every tick (1-4 ms), for a third of the cost of a TSC read on every op.
+// The kernel's clocks are read through the vDSO's clock_gettime directly:
+// glibc's wrapper around it costs nearly as much again.
 class Clock {
  public:
   explicit Clock(bool exact);
@@ -151,7 +158,9 @@ class Clock {
 #if defined(__x86_64__)
     if (mode_ == Mode::kTsc) return __rdtsc();
 #endif
-    return static_cast<uint64_t>(mode_ == Mode::kCoarse ? coarse_ns() : steady_ns());
+    timespec ts;
+    read_(mode_ == Mode::kCoarse ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec);
   }
   bool exact() const { return mode_ != Mode::kCoarse; }
   // Nanoseconds per tick, measured now over the clock's whole life.
@@ -160,6 +169,7 @@ class Clock {
  private:
   enum class Mode { kTsc, kSteady, kCoarse };
   Mode mode_ = Mode::kSteady;
+  int (*read_)(clockid_t, timespec*) = &::clock_gettime;
   uint64_t tick0_ = 0;
   int64_t ns0_ = 0;
 };
@@ -201,13 +211,15 @@ class Recorder {
   bool enabled() const { return config_.capacity > 0; }
 
   GroupTrace* register_group(const GroupInfo& info);
-  // Starts a record in the slot it returns, its id in `id`; publish() ends it.
+  // Starts a record in the slot it returns, its id in `id`; publish() ends
+  // it. The caller stores the record's tensors. Inline in recorder.cc,
+  // the only place that records.
   Slot& begin(GroupTrace* g, const char* op, bool is_event, bool is_p2p, uint64_t seq, int peer,
               int64_t created_ns, uint64_t& id);
   Slot& slot(uint64_t id) { return slots_[index(id)]; }
   SideRecord& side(uint64_t id) { return side_[index(id)]; }
-  // Ends what begin() started.
-  void publish(uint64_t id) { slot(id).version.store(2 * id + 2, std::memory_order_release); }
+  // Ends what begin() started in `s`.
+  static void publish(Slot& s, uint64_t id) { s.version.store(2 * id + 2, std::memory_order_release); }
   const Clock& clock() const { return clock_; }
   // The slot for `id` when it still holds that record.
   Slot* live(uint64_t id) {

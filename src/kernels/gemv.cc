@@ -18,6 +18,7 @@ namespace {
 using gemv_detail::GemvArgs;
 using gemv_detail::GemvKernel;
 using gemv_detail::kKPad;
+using gemv_detail::kKStep;
 using gemv_detail::kMaxRows;
 using gemv_detail::WeightFormat;
 
@@ -132,11 +133,17 @@ void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, co
                                 "kAuto or kPortable: this CPU lacks AVX-512 F/BW/DQ/VL or F16C");
   if (m == 0 || n == 0) return;
 
-  const bool nibble_order = avx512 && nvfp4;
+  // The AVX-512 NVFP4 kernels read x reordered: transposed per 128-element
+  // chunk for a pass over one row, in nibble order for more (gemv_kernels.h).
+  const bool reorder = avx512 && nvfp4;
   const int64_t ldx = ceil_div(std::max<int64_t>(k, 1), kKPad) * kKPad;
-  thread_local std::vector<float> t_x, t_xn, t_y;
+  const int64_t ldx_t = ceil_div(std::max<int64_t>(k, 1), kKStep) * kKStep;
+  thread_local std::vector<float> t_x, t_xt, t_xn, t_y;
   t_x.assign(static_cast<size_t>(kMaxRows * ldx), 0.0f);
-  if (nibble_order) t_xn.assign(static_cast<size_t>(kMaxRows * ldx), 0.0f);
+  if (reorder) {
+    t_xt.resize(static_cast<size_t>(ldx_t));
+    t_xn.resize(static_cast<size_t>(kMaxRows * ldx));
+  }
   const bool direct = y.dtype() == DType::kF32 && (n == 1 || y.strides()[1] == 1);
   if (!direct) t_y.resize(static_cast<size_t>(kMaxRows * n));
 
@@ -150,7 +157,20 @@ void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, co
   for (int64_t m0 = 0; m0 < m; m0 += kMaxRows) {
     const int mb = static_cast<int>(std::min<int64_t>(kMaxRows, m - m0));
     for (int i = 0; i < mb; ++i) detail::load_row(x, m0 + i, 0, k, t_x.data() + i * ldx);
-    if (nibble_order) {
+    if (reorder && mb == 1) {
+      // Each 128-element chunk as a 16 x 8 matrix, transposed: element 8l + j at 16j + l.
+      const float* src = t_x.data();
+      float* dst = t_xt.data();
+      std::fill(dst + k / 128 * 128, dst + ldx_t, 0.0f);
+      for (int64_t c0 = 0; c0 < k; c0 += 128) {
+        if (k - c0 >= 128) {
+          for (int l = 0; l < 16; ++l)
+            for (int j = 0; j < 8; ++j) dst[c0 + 16 * j + l] = src[c0 + 8 * l + j];
+        } else {
+          for (int64_t p = 0; p < k - c0; ++p) dst[c0 + p % 8 * 16 + p / 8] = src[c0 + p];
+        }
+      }
+    } else if (reorder) {
       // Within each 16-block: positions 2j, 2j+1 hold elements j, j+8.
       for (int i = 0; i < mb; ++i)
         for (int64_t b = 0; b < ldx; b += 16)
@@ -166,6 +186,7 @@ void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, co
     args.x = t_x.data();
     args.ldx = ldx;
     args.x_nibble_order = t_xn.data();
+    args.x_transposed = t_xt.data();
     args.w = w.data_as<const uint8_t>();
     args.ldw = w.strides()[0] * static_cast<int64_t>(w.element_size());
     args.block_scale = block_scale;

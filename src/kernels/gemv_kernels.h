@@ -12,6 +12,7 @@ enum class WeightFormat : uint8_t { kF32, kBF16, kE4M3, kE5M2, kNVFP4 };
 
 inline constexpr int kMaxRows = 8;  // rows of x per pass over the weights
 inline constexpr int kKPad = 16;    // x rows are padded with zeros to a multiple of this
+inline constexpr int kKStep = 256;  // ... and NVFP4's transposed x row to a multiple of this
 
 struct GemvArgs {
   WeightFormat format = WeightFormat::kF32;
@@ -20,9 +21,13 @@ struct GemvArgs {
   // x as f32, m rows of ldx >= round_up(k, kKPad) floats, zero past k.
   const float* x = nullptr;
   int64_t ldx = 0;
-  // NVFP4 on AVX-512 only: x with each 16-element block reordered to
-  // (0, 8, 1, 9, ..., 7, 15), the order that kernel decodes nibbles in.
+  // NVFP4 on AVX-512 only, m > 1: x with each 16-element block reordered
+  // to (0, 8, 1, 9, ..., 7, 15), the order that kernel decodes nibbles in.
   const float* x_nibble_order = nullptr;
+  // NVFP4 on AVX-512 only, m = 1: x with each 128-element chunk transposed
+  // as a 16 x 8 matrix (element 8l + j at 16j + l: vector j holds the j-th
+  // weight of each 4-byte lane), zero from k to a multiple of kKStep.
+  const float* x_transposed = nullptr;
   const uint8_t* w = nullptr;  // weight row n at w + n * ldw bytes
   int64_t ldw = 0;
   const uint8_t* block_scale = nullptr;  // NVFP4: e4m3 codes of row n at block_scale + n * ld_scale

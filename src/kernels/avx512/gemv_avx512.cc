@@ -1,12 +1,20 @@
 // AVX-512 GEMV kernels. Each step decodes weights of NR rows into zmm
 // registers and multiplies them into the M x NR accumulators, so the
-// weights are read once for all rows of x. Decoding per format:
+// weights are read once for all rows of x. With one row of x (the decode)
+// the decode instructions bound the time, with more the FMAs. Decoding per
+// format:
 //  - bf16: zero-extend and shift into the f32 high half;
 //  - e5m2: it is the top byte of an f16, converted by vcvtph2ps;
-//  - e4m3fn: sign, exponent and mantissa moved into f16 position (an
+//  - e4m3fn through f16: exponent and mantissa moved into f16 position (an
 //    exponent bias off by 8, folded into the final scale) and vcvtph2ps, 32
-//    at a time; the NaN code is patched in only when a step holds one;
-//  - NVFP4: the 8 bytes of a block broadcast to every qword,
+//    at a time; the NaN code is patched in only when a step holds one. For
+//    one row of x, a 64-code step without zero, subnormal or NaN codes
+//    instead takes three single-uop instructions per 16 codes: sign-extend
+//    to dwords, shift sign, exponent and mantissa into f32 position, and OR
+//    112 into the exponent (the same 2^-8 of the value).
+//  - NVFP4 for one row of x: see nvfp4_block (4-byte lanes of 8 weights of
+//    one block, vpsrld + vpermps per 16, the block scales once per 256).
+//  - NVFP4 for more rows: the 8 bytes of a block broadcast to every qword,
 //    shifted so each dword's low nibble is one element (vpermps reads only
 //    those 4 bits), looked up in a 16-entry f32 table and scaled by the
 //    block's e4m3 scale. The shift yields the nibbles in the order (0, 8, 1,
@@ -25,18 +33,18 @@ namespace {
 
 // Bytes ahead of the current position that each weight row is prefetched
 // (measured best among 1, 2 and 4 KiB; without it NVFP4 runs at half speed).
-constexpr int64_t kPrefetchBytes = 1024;
+constexpr int64_t kPrefetchBytes = 2048;
 
-struct ScaleTable {
+struct Tables {
   alignas(64) float e4m3[256];
   alignas(64) float e2m1[16];
-  ScaleTable() {
+  Tables() {
     for (int i = 0; i < 256; ++i) e4m3[i] = decode_e4m3fn(static_cast<uint8_t>(i));
     for (int i = 0; i < 16; ++i) e2m1[i] = decode_e2m1(static_cast<uint8_t>(i));
   }
 };
-const ScaleTable& tables() {
-  static const ScaleTable t;
+const Tables& tables() {
+  static const Tables t;
   return t;
 }
 
@@ -46,6 +54,7 @@ const ScaleTable& tables() {
 constexpr __mmask16 kAll = 0xffff;
 
 __mmask16 low_mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+__mmask64 low_mask64(int64_t n) { return n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1; }
 
 float sum(__m512 v) {
   const __m256 h = _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, v, 0), _mm512_maskz_extractf32x8_ps(0xff, v, 1));
@@ -108,9 +117,9 @@ struct Fmt<WeightFormat::kE5M2> {
 
 template <>
 struct Fmt<WeightFormat::kE4M3> {
-  static constexpr int kVec = 2;
+  static constexpr int kVec = 4;
   static constexpr int64_t kBytesPer16 = 16;
-  static constexpr float kPost = 256.0f;  // the f16 exponent bias is 8 above e4m3fn's
+  static constexpr float kPost = 256.0f;  // both decodes give 2^-8 of the value
   struct Ctx {
     __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
   };
@@ -137,16 +146,41 @@ struct Fmt<WeightFormat::kE4M3> {
   static __m512 load_tail(const Ctx& c, const uint8_t* w, const uint8_t*, int64_t k, int64_t rem) {
     return widen(c, _mm_maskz_loadu_epi8(low_mask(rem), w + k));
   }
-  static void load_n(const Ctx& c, const uint8_t* w, const uint8_t*, int64_t k, __m512 (&out)[kVec]) {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
+  // 32 codes through f16.
+  static void load_32(const Ctx& c, const uint8_t* p, __m512& lo, __m512& hi) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     const __m512i h = to_f16(_mm512_cvtepi8_epi16(b));
-    out[0] = _mm512_maskz_cvtph_ps(kAll, _mm512_maskz_extracti64x4_epi64(0xf, h, 0));
-    out[1] = _mm512_maskz_cvtph_ps(kAll, _mm512_maskz_extracti64x4_epi64(0xf, h, 1));
+    lo = _mm512_maskz_cvtph_ps(kAll, _mm512_maskz_extracti64x4_epi64(0xf, h, 0));
+    hi = _mm512_maskz_cvtph_ps(kAll, _mm512_maskz_extracti64x4_epi64(0xf, h, 1));
     const __mmask32 nan =
         _mm256_cmpeq_epi8_mask(_mm256_or_si256(b, _mm256_set1_epi8(static_cast<char>(0x80))), _mm256_set1_epi8(-1));
     if (nan) {
-      out[0] = _mm512_mask_mov_ps(out[0], static_cast<__mmask16>(nan), c.nan);
-      out[1] = _mm512_mask_mov_ps(out[1], static_cast<__mmask16>(nan >> 16), c.nan);
+      lo = _mm512_mask_mov_ps(lo, static_cast<__mmask16>(nan), c.nan);
+      hi = _mm512_mask_mov_ps(hi, static_cast<__mmask16>(nan >> 16), c.nan);
+    }
+  }
+  // 16 codes with exponent 1-14 or 15 short of NaN: shifted by 20, the
+  // sign lands in bit 31 and exponent and mantissa in bits 20-26; the
+  // ternlog keeps those and sets bits 27-29, adding 112 to the exponent.
+  static __m512 direct_16(const uint8_t* p) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m512i d = _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepi8_epi32(kAll, b), 20);
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(d, _mm512_set1_epi32(static_cast<int>(0x87f00000u)),
+                                                         _mm512_set1_epi32(0x38000000), 0xea));  // (d & b) | c
+  }
+  // Whether the 64 codes at w + k hold one with exponent 0 (zero,
+  // subnormal) or NaN; reading them also starts the load early.
+  static bool special(const uint8_t* w, int64_t k) {
+    const __m512i b = _mm512_loadu_si512(w + k);
+    return _mm512_testn_epi8_mask(b, _mm512_set1_epi8(0x78)) |
+           _mm512_cmpeq_epi8_mask(_mm512_or_si512(b, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_set1_epi8(-1));
+  }
+  static void load_n(const Ctx& c, const uint8_t* w, int64_t k, bool special, __m512 (&out)[kVec]) {
+    if (!special) {
+      for (int v = 0; v < kVec; ++v) out[v] = direct_16(w + k + 16 * v);
+    } else {
+      load_32(c, w + k, out[0], out[1]);
+      load_32(c, w + k + 32, out[2], out[3]);
     }
   }
 };
@@ -175,9 +209,9 @@ struct Fmt<WeightFormat::kNVFP4> {
   }
 };
 
-// Rows [n0, n0 + NR) of y for all M rows of x.
+// Rows n0 + r * gap (r < NR) of y for all M rows of x.
 template <WeightFormat F, int M, int NR>
-inline void block(const GemvArgs& a, const typename Fmt<F>::Ctx& ctx, int64_t n0) {
+inline void block(const GemvArgs& a, const typename Fmt<F>::Ctx& ctx, int64_t n0, int64_t gap) {
   using D = Fmt<F>;
   constexpr int64_t kSteps = 64 / D::kBytesPer16;  // 16-element steps per 64 weight bytes
   __m512 acc[M][NR];
@@ -186,8 +220,8 @@ inline void block(const GemvArgs& a, const typename Fmt<F>::Ctx& ctx, int64_t n0
   const uint8_t* w[NR];
   const uint8_t* s[NR];
   for (int r = 0; r < NR; ++r) {
-    w[r] = a.w + (n0 + r) * a.ldw;
-    s[r] = a.block_scale ? a.block_scale + (n0 + r) * a.ld_scale : nullptr;
+    w[r] = a.w + (n0 + r * gap) * a.ldw;
+    s[r] = a.block_scale ? a.block_scale + (n0 + r * gap) * a.ld_scale : nullptr;
   }
   const float* x = F == WeightFormat::kNVFP4 ? a.x_nibble_order : a.x;
   auto fma_step = [&](const __m512 (&wv)[NR], int64_t k) {
@@ -205,25 +239,38 @@ inline void block(const GemvArgs& a, const typename Fmt<F>::Ctx& ctx, int64_t n0
     if constexpr (D::kVec == 1) {
       step(k);
     } else {
-      __m512 wv[NR][D::kVec];
-      for (int r = 0; r < NR; ++r) D::load_n(ctx, w[r], s[r], k, wv[r]);
-      for (int v = 0; v < D::kVec; ++v) {
-        __m512 one[NR];
-        for (int r = 0; r < NR; ++r) one[r] = wv[r][v];
-        fma_step(one, k + 16 * v);
+      if constexpr (M == 1) {
+        // All rows' reads first (from DRAM, the more in flight the better),
+        // then row by row, so that a row's decoded vectors stay in registers.
+        bool special[NR];
+        for (int r = 0; r < NR; ++r) special[r] = D::special(w[r], k);
+        for (int r = 0; r < NR; ++r) {
+          __m512 wv[D::kVec];
+          D::load_n(ctx, w[r], k, special[r], wv);
+          for (int v = 0; v < D::kVec; ++v)
+            acc[0][r] = _mm512_fmadd_ps(wv[v], _mm512_loadu_ps(x + k + 16 * v), acc[0][r]);
+        }
+      } else {
+        // The FMAs bound more rows of x; 32 weights of each row at a time
+        // through f16 keep the fewest registers live.
+        for (int h = 0; h < D::kVec / 2; ++h) {
+          __m512 lo[NR], hi[NR];
+          for (int r = 0; r < NR; ++r) D::load_32(ctx, w[r] + k + 32 * h, lo[r], hi[r]);
+          fma_step(lo, k + 32 * h);
+          fma_step(hi, k + 32 * h + 16);
+        }
       }
     }
   };
   const int64_t kfull = a.k / 16 * 16;
   int64_t k = 0;
-  // Each row's prefetch runs on into the same row of the next block, so
-  // short rows (2 KiB of NVFP4) stream as well as long ones.
+  // Each row's prefetch runs on into the next row of its stream (see run).
   const int64_t row_bytes = a.k * D::kBytesPer16 / 16;
   for (; k + 16 * kSteps <= kfull; k += 16 * kSteps) {
     const int64_t ahead = k / 16 * D::kBytesPer16 + kPrefetchBytes;
     for (int r = 0; r < NR; ++r)
       _mm_prefetch(reinterpret_cast<const char*>(ahead < row_bytes ? w[r] + ahead
-                                                                   : w[r] + NR * a.ldw + (ahead - row_bytes)),
+                                                                   : w[r] + a.ldw + (ahead - row_bytes)),
                    _MM_HINT_T0);
     for (int64_t u = 0; u < kSteps; u += D::kVec) wide_step(k + 16 * u);
   }
@@ -234,20 +281,108 @@ inline void block(const GemvArgs& a, const typename Fmt<F>::Ctx& ctx, int64_t n0
     fma_step(wv, k);
   }
   for (int i = 0; i < M; ++i)
-    for (int r = 0; r < NR; ++r) a.y[i * a.ldy + n0 + r] = sum(acc[i][r]) * D::kPost;
+    for (int r = 0; r < NR; ++r) a.y[i * a.ldy + n0 + r * gap] = sum(acc[i][r]) * D::kPost;
+}
+
+// Whether any of the n e4m3fn codes at s is NaN (0x7f or 0xff).
+bool any_nan_code(const uint8_t* s, int64_t n) {
+  const __m512i high = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(-1);
+  for (int64_t i = 0; i < n; i += 64) {
+    const __mmask64 in = low_mask64(n - i);
+    if (_mm512_mask_cmpeq_epi8_mask(in, _mm512_or_si512(_mm512_maskz_loadu_epi8(in, s + i), high), ones)) return true;
+  }
+  return false;
+}
+
+// NVFP4 for one row of x (the decode), rows n0 + r * gap (r < NR). A step
+// reads 128 bytes of a row, two 64-byte halves of 8 blocks; dword lane l of
+// a half holds weights 8l..8l+7, all of block l/2, and vector j of the
+// half's decoded weights their j-th (x comes transposed to match:
+// GemvArgs::x_transposed). The 16 block scales of a step are e4m3 codes
+// moved into f16 position (2^-8 of their value, as for e4m3 weights) and
+// widened by vcvtph2ps, vpermps spreads each over its two lanes, and they
+// multiply each half's 8 dot products at once. A NaN scale code is looked
+// for once a row, after its loop, and makes the row NaN, as its dequantized
+// weights would.
+template <int NR>
+void nvfp4_block(const GemvArgs& a, int64_t n0, int64_t gap) {
+  const __m512 values = _mm512_load_ps(tables().e2m1);
+  const __m512i spread[2] = {_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+                             _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8)};
+  const int64_t row_bytes = a.k / 2, blocks = (a.k + 15) / 16;
+  const uint8_t* w[NR];
+  const uint8_t* s[NR];
+  __m512 acc[NR];
+  for (int r = 0; r < NR; ++r) {
+    w[r] = a.w + (n0 + r * gap) * a.ldw;
+    s[r] = a.block_scale + (n0 + r * gap) * a.ld_scale;
+    acc[r] = _mm512_setzero_ps();
+  }
+  // One step of row r: its weights q[h] and scale codes sb.
+  auto step = [&](int64_t c, int r, const __m512i (&q)[2], __m128i sb) {
+    const __m512 scales = _mm512_maskz_cvtph_ps(
+        kAll, _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sb), 7),
+                               _mm256_set1_epi16(static_cast<short>(0xbfff))));
+    for (int h = 0; h < 2; ++h) {
+      const float* x = a.x_transposed + c * 256 + h * 128;
+      __m512 d[8];
+      for (int j = 0; j < 8; ++j)
+        d[j] = _mm512_maskz_permutexvar_ps(kAll, _mm512_maskz_srli_epi32(kAll, q[h], 4 * j), values);
+      __m512 t = _mm512_mul_ps(d[0], _mm512_loadu_ps(x));
+      for (int j = 1; j < 8; ++j) t = _mm512_fmadd_ps(d[j], _mm512_loadu_ps(x + 16 * j), t);
+      acc[r] = _mm512_fmadd_ps(t, _mm512_maskz_permutexvar_ps(kAll, spread[h], scales), acc[r]);
+    }
+  };
+  const int64_t full = row_bytes / 128;
+  int64_t c = 0;
+  for (; c < full; ++c) {
+    // All rows' reads first: from DRAM, the more in flight the better.
+    __m512i q[NR][2];
+    __m128i sb[NR];
+    const int64_t ahead = c * 128 + kPrefetchBytes;
+    for (int r = 0; r < NR; ++r) {
+      // Each row's prefetch runs on into the next row of its stream (see run).
+      const uint8_t* p = ahead < row_bytes ? w[r] + ahead : w[r] + a.ldw + (ahead - row_bytes);
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
+      q[r][0] = _mm512_loadu_si512(w[r] + c * 128);
+      q[r][1] = _mm512_loadu_si512(w[r] + c * 128 + 64);
+      sb[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s[r] + c * 16));
+    }
+    for (int r = 0; r < NR; ++r) step(c, r, q[r], sb[r]);
+  }
+  if (c * 128 < row_bytes) {  // zeros past the row: +0 weights with scale 0
+    const int64_t rem = row_bytes - c * 128;
+    for (int r = 0; r < NR; ++r) {
+      const __m512i q[2] = {_mm512_maskz_loadu_epi8(low_mask64(rem), w[r] + c * 128),
+                            _mm512_maskz_loadu_epi8(rem > 64 ? low_mask64(rem - 64) : 0, w[r] + c * 128 + 64)};
+      step(c, r, q, _mm_maskz_loadu_epi8(low_mask(blocks - c * 16), s[r] + c * 16));
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    a.y[n0 + r * gap] = any_nan_code(s[r], blocks) ? std::numeric_limits<float>::quiet_NaN() : sum(acc[r]) * 256.0f;
 }
 
 // As many weight rows at once as keep M * NR accumulators within 16 registers.
 template <int M>
 constexpr int kRowsAtOnce = std::clamp(16 / M, 1, 4);
 
+// The NR rows a block reads at once come from NR equal parts of [n0, n1),
+// so that each part is one sequential stream through memory: NR adjacent
+// short rows (NVFP4 rows of 4096 weights are 2 KiB) interleave within a
+// few pages, and streamed so, read about a quarter slower from DRAM.
 template <WeightFormat F, int M>
 void run(const GemvArgs& a, int64_t n0, int64_t n1) {
   constexpr int NR = kRowsAtOnce<M>;
-  const typename Fmt<F>::Ctx ctx;
-  int64_t n = n0;
-  for (; n + NR <= n1; n += NR) block<F, M, NR>(a, ctx, n);
-  for (; n < n1; ++n) block<F, M, 1>(a, ctx, n);
+  const int64_t part = (n1 - n0) / NR, rest = n0 + NR * part;
+  if constexpr (F == WeightFormat::kNVFP4 && M == 1) {
+    for (int64_t n = n0; n < n0 + part; ++n) nvfp4_block<NR>(a, n, part);
+    for (int64_t n = rest; n < n1; ++n) nvfp4_block<1>(a, n, 0);
+  } else {
+    const typename Fmt<F>::Ctx ctx;
+    for (int64_t n = n0; n < n0 + part; ++n) block<F, M, NR>(a, ctx, n, part);
+    for (int64_t n = rest; n < n1; ++n) block<F, M, 1>(a, ctx, n, 0);
+  }
 }
 
 template <int M>

@@ -142,6 +142,15 @@ class GlooProcessGroup final : public ProcessGroup {
   // Wakes a send/recv in flight, so joining the worker is prompt unless a
   // collective is in flight (that one runs until its timeout).
   ~GlooProcessGroup() override {
+    // Creating a group is collective: a member that dropped its queued
+    // connect (abort() below drops it) would leave the others waiting for
+    // its address until their timeout, as a subgroup made and destroyed
+    // unused did. So the connect runs to its end first: bounded by the
+    // timeout, and quick when the members are alive, as each does the same.
+    try {
+      queue_->wait_init(Deadline::after(timeout()));
+    } catch (const Error&) {  // its outcome no longer matters
+    }
     {
       std::lock_guard<std::mutex> g(watch_mu_);
       watch_stop_ = true;

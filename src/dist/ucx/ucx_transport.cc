@@ -118,22 +118,26 @@ Bytes encode_card(const Card& c) {
 
 Card decode_card(const Bytes& in, int rank) {
   size_t at = 0;
-  auto take = [&](void* p, size_t n) {
-    if (in.size() - at < n)
+  // Checked before anything is sized from the record.
+  auto need = [&](uint64_t count, size_t each) {
+    if (count > (in.size() - at) / each)
       throw InternalError(fmt::format("UCX rendezvous: rank {}'s record (store key ucx/addr/{}) is {} bytes, "
                                       "too short for what it announces",
                                       rank, rank, in.size()));
+  };
+  auto take = [&](void* p, size_t n) {
+    need(n, 1);
     std::memcpy(p, in.data() + at, n);
     at += n;
   };
   Card c;
   uint64_t len = 0, n = 0;
   take(&len, sizeof len);
-  if (len > in.size()) take(nullptr, len);  // reports the short record
+  need(len, 1);
   c.address.resize(len);
   take(c.address.data(), len);
   take(&n, sizeof n);
-  if (n > in.size()) take(nullptr, n);
+  need(n, sizeof(uint64_t));
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t h = 0;
     take(&h, sizeof h);
@@ -227,13 +231,7 @@ class Links final : public TransportLinks {
         event_fd(worker_event_fd(worker.get())),
         address(worker_address(worker.get())) {}
 
-  ~Links() override {
-    std::vector<ucp_ep_h> eps;
-    for (auto& c : conns)
-      if (c.ep) eps.push_back(c.ep);
-    std::vector<void*> closing = start_closing(eps);
-    progress_until_done(worker.get(), closing, Deadline::after(Millis(kCloseTimeoutMs.get())));
-  }
+  ~Links() override { close_if([](const Conn&) { return true; }, Deadline::after(Millis(kCloseTimeoutMs.get()))); }
 
   // The hashes of the peer workers this worker holds a healthy endpoint to.
   std::set<uint64_t> healthy() const {

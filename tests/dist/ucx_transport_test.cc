@@ -305,7 +305,10 @@ TEST(UcxTransport, NextEpochKeepsSurvivorsConnectionsAndDropsTheOldEpochsMessage
     auto t0 = make_ucx_transport(make_prefix_store("e0", store), r, 3, setup);
     RequestPtr pending;
     if (r == 0) t0->send(2, 5, stale.data(), stale.size(), op);
-    if (r == 1) pending = t0->isend(2, 6, big.data(), big.size());
+    // Between two survivors: when the sender of a rendezvous cut short
+    // this way then dies, UCX 1.13 on the receiver fails an assertion
+    // (ucp_request.c:684, "got REP message") instead of the endpoint.
+    if (r == 0) pending = t0->isend(2, 6, big.data(), big.size());
     sync.arrive_and_wait();
     TransportLinksPtr links = t0->hand_over();
     ASSERT_NE(links, nullptr);
@@ -318,14 +321,18 @@ TEST(UcxTransport, NextEpochKeepsSurvivorsConnectionsAndDropsTheOldEpochsMessage
     } catch (const AbortedError& e) {
       EXPECT_THAT(e.what(), HasSubstr("next epoch"));
     }
-    if (r == 1) {
+    if (r == 0) {
       ASSERT_TRUE(pending->test());
       EXPECT_EQ(pending->status().code(), ErrorCode::kAborted);
+    }
+    if (r == 1) {
       links.reset();  // rank 1's process "exits": its worker and connections go
     } else {
       const int nr = r == 0 ? 0 : 1;
       auto t1 = make_ucx_transport(make_prefix_store("e1", store), nr, 2, setup, {}, links, 1);
-      EXPECT_EQ(t1->reused_peers(), (std::vector<int>{0, 1}));
+      // The hand-over closed the endpoint with the send in flight (UCX owns
+      // its buffer until then): that pair connects afresh.
+      EXPECT_EQ(t1->reused_peers(), (std::vector<int>{nr}));
       std::vector<uint8_t> in(fresh.size());
       if (nr == 0) t1->send(1, 5, fresh.data(), fresh.size(), op);
       else t1->recv(0, 5, in.data(), in.size(), op);

@@ -185,6 +185,7 @@ struct Conn {
   ucs_status_t status = UCS_OK;   // the endpoint's error, once it failed
   UcxTransport* owner = nullptr;  // null while the endpoint waits for the next epoch
   int peer = -1;                  // the owner's rank for it
+  uint64_t epoch = 0;             // the owner's epoch (its messages' tags carry it)
 };
 
 // Progresses `worker` until `reqs` (UCX requests without callbacks) are
@@ -496,8 +497,10 @@ class UcxTransport final : public Transport {
         return c.ep && c.owner == nullptr && c.status == UCS_OK && c.remote == cards[p].address;
       });
       if (kept != links_->conns.end() && cards[p].holds.contains(me)) {
+        stale_from_.emplace_back(kept->epoch, kept->peer);
         kept->owner = this;
         kept->peer = p;
+        kept->epoch = epoch_;
         eps_[p] = &*kept;
         reused_.push_back(p);
         continue;
@@ -506,6 +509,7 @@ class UcxTransport final : public Transport {
       c.remote = cards[p].address;
       c.owner = this;
       c.peer = p;
+      c.epoch = epoch_;
       ucp_ep_params_t ep{};
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -789,18 +793,27 @@ class UcxTransport final : public Transport {
     for (auto& [r, op] : inflight_) r->finish(why);
   }
 
-  // Takes the old epoch's unanswered messages off the worker's queue: they
-  // never match this epoch's tags, and would stay there. After the wire-up,
-  // because a kept connection delivers them before the peer's hello.
+  // Takes the old epoch's unanswered messages from the peers whose
+  // connections were kept off the worker's queue: they never match this
+  // epoch's tags, and would stay there. After the wire-up, because a kept
+  // connection delivers them before the peer's hello. A message from a peer
+  // whose connection was not kept (it died, or its endpoint broke) is left
+  // there, unmatched (the epoch bits keep it from every receive; it costs
+  // its bytes until the worker goes): receiving one that came by rendezvous
+  // makes UCX connect back to the sender's worker, and when that process is
+  // gone, UCX 1.13's TCP transport can fail an assertion on the refused
+  // connect (tcp_ep.c:478, ucp_request.c:684) instead of the request.
   void drain_stale(Deadline until) {
     std::vector<void*> reqs;
     std::list<std::vector<uint8_t>> buffers;
     const uint64_t current = epoch_ % kEpochs;
-    for (uint64_t e = 0; e < kEpochs; ++e) {
-      if (e == current) continue;
+    constexpr ucp_tag_t kSourceMask = kEpochMask | (static_cast<ucp_tag_t>(kMaxRanks - 1) << kSeqBits);
+    for (const auto& [old_epoch, old_rank] : stale_from_) {
+      const uint64_t e = old_epoch % kEpochs;
+      if (e == current || old_rank < 0) continue;
+      const ucp_tag_t source = (e << (kRankBits + kSeqBits)) | (static_cast<ucp_tag_t>(old_rank) << kSeqBits);
       ucp_tag_recv_info_t info{};
-      while (ucp_tag_message_h msg =
-                 ucp_tag_probe_nb(worker_, e << (kRankBits + kSeqBits), kEpochMask, 1, &info)) {
+      while (ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, source, kSourceMask, 1, &info)) {
         auto& b = buffers.emplace_back(info.length);
         ucp_request_param_t p{};
         p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
@@ -895,6 +908,9 @@ class UcxTransport final : public Transport {
   int event_fd_ = -1;
   std::vector<Conn*> eps_;  // per peer; null once closed
   std::vector<int> reused_;
+  // The last epoch and rank of each kept connection's peer: whose old
+  // messages drain_stale takes off the queue.
+  std::vector<std::pair<uint64_t, int>> stale_from_;
   std::vector<uint64_t> send_seq_;
   std::vector<uint64_t> recv_seq_;
   std::vector<ucs_status_t> lost_;                  // UCS_OK while the peer's endpoint is healthy

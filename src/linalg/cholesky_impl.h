@@ -329,6 +329,57 @@ template <class T> void trsm_left(Mat<T> L, Mat<T> B, bool trans, bool unit, int
 // Lower triangles packed by rows: element (i, k), k <= i, at i (i + 1) / 2 + k.
 inline int64_t packed(int64_t i, int64_t k) { return i * (i + 1) / 2 + k; }
 
+// P (packed lower triangles, W lanes) <- the lower triangles of the W full
+// n x n matrices p[l] (element (i, k) at i rs + k cs, rs or cs 1), and back
+// (zeros above the diagonal), W x W blocks at a time through
+// transpose_block (compact.h): each matrix is read or written in memory
+// order with whole vectors.
+template <class T> void load_packed_blocked(T* const* p, int64_t n, int64_t rs, int64_t cs, Vec<T>* P) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  V r[W];
+  const bool by_cols = rs == 1;
+  for (int64_t o = 0; o < n; ++o) {
+    // column o from row o down, or row o up to column o
+    const int64_t lo = by_cols ? o : 0, hi = by_cols ? n : o + 1;
+    for (int64_t k0 = lo; k0 < hi; k0 += W) {
+      const int c = static_cast<int>(std::min<int64_t>(W, hi - k0));
+      for (int l = 0; l < W; ++l) {
+        const T* s = p[l] + (by_cols ? k0 + o * cs : o * rs + k0);
+        r[l] = c == W ? V::load(s) : V::load_n(s, c);
+      }
+      transpose_block(r);
+      for (int t = 0; t < c; ++t) P[by_cols ? packed(k0 + t, o) : packed(o, k0 + t)] = r[t];
+    }
+  }
+}
+
+template <class T> void store_packed_blocked(const Vec<T>* P, int64_t n, T* const* p, int64_t rs, int64_t cs) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const bool by_cols = rs == 1;
+  V r[W];
+  for (int64_t o = 0; o < n; ++o)
+    for (int64_t k0 = 0; k0 < n; k0 += W) {
+      // entries (k0 + t, o) by columns, (o, k0 + t) by rows; zeros above the diagonal
+      const int c = static_cast<int>(std::min<int64_t>(W, n - k0));
+      const bool nonzero = by_cols ? k0 + c > o : k0 <= o;
+      if (nonzero) {
+        for (int t = 0; t < W; ++t) {
+          const int64_t i = by_cols ? k0 + t : o, k = by_cols ? o : k0 + t;
+          r[t] = t < c && k <= i ? P[packed(i, k)] : V::zero();
+        }
+        transpose_block(r);
+      }
+      for (int l = 0; l < W; ++l) {
+        T* d = p[l] + (by_cols ? k0 + o * cs : o * rs + k0);
+        const V x = nonzero ? r[l] : V::zero();
+        if (c == W) x.store(d);
+        else x.store_n(d, c);
+      }
+    }
+}
+
 template <class T>
 void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
   using V = Vec<T>;
@@ -336,19 +387,25 @@ void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
   const int64_t n = job.a.rows;
   T* pt = reinterpret_cast<T*>(P);
   const int64_t rs = job.upper ? job.a.cs : job.a.rs, cs = job.upper ? job.a.rs : job.a.cs;
-  for (int l = 0; l < W; ++l) {
-    if (l < cnt) {
-      const T* s = job.a.ptr<T>(b0 + l);
-      if (rs == 1) {  // walk the source in memory order
-        for (int64_t k = 0; k < n; ++k)
-          for (int64_t i = k; i < n; ++i) pt[packed(i, k) * W + l] = s[i + k * cs];
+  if (W > 1 && cnt == W && (rs == 1 || cs == 1)) {
+    T* p[W];
+    for (int l = 0; l < W; ++l) p[l] = job.a.ptr<T>(b0 + l);
+    load_packed_blocked(p, n, rs, cs, P);
+  } else {
+    for (int l = 0; l < W; ++l) {
+      if (l < cnt) {
+        const T* s = job.a.ptr<T>(b0 + l);
+        if (rs == 1) {  // walk the source in memory order
+          for (int64_t k = 0; k < n; ++k)
+            for (int64_t i = k; i < n; ++i) pt[packed(i, k) * W + l] = s[i + k * cs];
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t k = 0; k <= i; ++k) pt[packed(i, k) * W + l] = s[i * rs + k * cs];
+        }
       } else {
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t k = 0; k <= i; ++k) pt[packed(i, k) * W + l] = s[i * rs + k * cs];
+          for (int64_t k = 0; k <= i; ++k) pt[packed(i, k) * W + l] = i == k ? T(1) : T(0);
       }
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = 0; k <= i; ++k) pt[packed(i, k) * W + l] = i == k ? T(1) : T(0);
     }
   }
   // Non-finite input: find the first bad entry of each bad lane.
@@ -425,6 +482,12 @@ void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
   }
   if (V::any(failed)) return;
   const MatArg out = job.upper ? job.out.transposed() : job.out;
+  if (W > 1 && cnt == W && (out.rs == 1 || out.cs == 1)) {
+    T* p[W];
+    for (int l = 0; l < W; ++l) p[l] = out.ptr<T>(b0 + l);
+    store_packed_blocked(P, n, p, out.rs, out.cs);
+    return;
+  }
   for (int l = 0; l < cnt; ++l) {
     T* d = out.ptr<T>(b0 + l);
     if (out.rs == 1) {  // write the destination in memory order

@@ -3,6 +3,7 @@
 #include "linalg/isa_begin.h"
 #include "linalg/simd.h"
 #include "linalg/dense.h"
+#include "linalg/compact.h"
 #include "linalg/cholesky_impl.h"
 
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {

@@ -11,77 +11,112 @@
 #include "linalg/householder_impl.h"
 #include "linalg/jacobi_eigh_impl.h"
 #include "linalg/tridiagonal_impl.h"
+#include "linalg/tridiagonal_lanes_impl.h"
 
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 namespace {
 
 // Method choice (docs/linalg.md): a single matrix of order <= kEighJacobiMax
 // uses Jacobi, larger ones the tridiagonal method (kAuto); batches of
-// matrices of order <= kCompactEighMax run compact Jacobi, W at a time. The
-// tridiagonal method finds eigenvectors from order kEighDcMin by divide and
-// conquer (LAPACK stedc, see tridiagonal_dc.cc) and Householder back-
-// transformation, below it (and for eigenvalues only, where QL costs O(n²))
-// by the QL method.
+// matrices of order <= kCompactEighMax run compact, W at a time: the
+// tridiagonal method (kAuto, kTridiagonal; Jacobi where its QL fails) or
+// Jacobi (kJacobi). The tridiagonal method finds eigenvectors from order
+// kEighDcMin by divide and conquer (LAPACK stedc, see tridiagonal_dc.cc) and
+// Householder back-transformation, below it (and for eigenvalues only, where
+// QL costs O(n²)) by the QL method.
 constexpr int64_t kEighJacobiMax = 16;
 constexpr int64_t kEighDcMin = 96;  // measured: QL is as fast up to about here
 constexpr int64_t kJacobiBlockedMin = 64;
 constexpr int64_t kCompactEighMax = 48;
 
-template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Buffer<Vec<T>>& buf) {
+template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Buffer<Vec<T>>& buf, bool jacobi) {
   using V = Vec<T>;
   constexpr int W = V::W;
-  const int64_t n = job.a.rows;
+  const int64_t n = job.a.rows, np = packed(n, 0);
   const bool want_v = job.v.present;
-  V* Z = buf.get(static_cast<size_t>(n * n + packed(n, 0)));
-  V* A = Z + n * n;  // packed lower triangle
+  V* A = buf.get(static_cast<size_t>(2 * np + 2 * n * n + 8 * n));  // packed lower triangle
+  V* A0 = A + np;  // A kept for Jacobi should QL fail
+  V* Z = A0 + np;
+  V* U = Z + n * n;
+  V* d = U + n * n;
+  V* e = d + n;
+  V* tau = e + n;
+  V* p = tau + n;
+  V* rc = p + n;
+  V* rs = rc + 2 * n;
   T* at = reinterpret_cast<T*>(A);
-  const int64_t rs = job.upper ? job.a.cs : job.a.rs, cs = job.upper ? job.a.rs : job.a.cs;
-  for (int l = 0; l < W; ++l) {
-    const T* src = l < cnt ? job.a.ptr<T>(b0 + l) : nullptr;
-    bool finite = true;
-    auto put = [&](int64_t i, int64_t k) {
-      const T x = src ? src[i * rs + k * cs] : (i == k ? T(1) : T(0));
-      if (!std::isfinite(x) && finite) {
-        job.log->record({b0 + l, FailKind::kNonFinite, job.upper ? k : i, job.upper ? i : k, static_cast<double>(x)});
-        finite = false;
-      }
-      at[packed(i, k) * W + l] = x;
-    };
-    if (rs == 1) {  // walk the source in memory order
-      for (int64_t k = 0; k < n; ++k)
-        for (int64_t i = k; i < n; ++i) put(i, k);
-    } else {
+  const int64_t rs_a = job.upper ? job.a.cs : job.a.rs, cs_a = job.upper ? job.a.rs : job.a.cs;
+  if (W > 1 && cnt == W && (rs_a == 1 || cs_a == 1)) {
+    T* src[W];
+    for (int l = 0; l < W; ++l) src[l] = job.a.ptr<T>(b0 + l);
+    load_packed_blocked(src, n, rs_a, cs_a, A);
+  } else {
+    for (int l = 0; l < W; ++l) {
+      const T* src = l < cnt ? job.a.ptr<T>(b0 + l) : nullptr;
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = 0; k <= i; ++k) put(i, k);
+        for (int64_t k = 0; k <= i; ++k) at[packed(i, k) * W + l] = src ? src[i * rs_a + k * cs_a] : T(i == k);
     }
-    if (!finite) return;
   }
-  alignas(64) T scale[W];
-  scale_lanes(A, packed(n, 0), packed(n, 0), 1, scale);
-  if (want_v)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < n; ++i) Z[i + j * n] = V::set1(i == j ? T(1) : T(0));
-  if (jacobi_lanes(A, n, want_v ? Z : nullptr) > kJacobiMaxSweeps) {
-    for (int l = 0; l < cnt; ++l) job.log->record({b0 + l, FailKind::kNoConvergence, kJacobiMaxSweeps, 0, 0.0});
+  // Non-finite input: the first bad entry of each bad lane, by rows.
+  const V big = V::set1(std::numeric_limits<T>::max());
+  typename V::Mask bad = V::not_(V::all_lanes());
+  for (int64_t x = 0; x < np; ++x) bad = bad | V::not_(abs(A[x]) <= big);
+  if (V::any(bad)) {
+    for (int l = 0; l < cnt; ++l) {
+      if (!V::lane(bad, l)) continue;
+      [&] {
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t k = 0; k <= i; ++k)
+            if (const T x = at[packed(i, k) * W + l]; !std::isfinite(x)) {
+              job.log->record(
+                  {b0 + l, FailKind::kNonFinite, job.upper ? k : i, job.upper ? i : k, static_cast<double>(x)});
+              return;
+            }
+      }();
+    }
     return;
   }
+  alignas(64) T scale[W];
+  scale_lanes(A, np, np, 1, scale);
+  // Z(i, j) at Z[i * zi + j * zj]: row-major after QL, column-major after Jacobi.
+  int64_t zi = n, zj = 1;
+  bool solved = false;
+  if (!jacobi) {
+    std::copy(A, A + np, A0);
+    sytd2_lanes(A, n, d, e, tau, U, p);
+    if (want_v) orgtr_lanes(U, tau, n, Z);
+    solved = ql_lanes(d, e, n, want_v ? Z : nullptr, rc, rs);
+    if (!solved) std::copy(A0, A0 + np, A);
+  }
+  if (!solved) {
+    zi = 1;
+    zj = n;
+    if (want_v)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < n; ++i) Z[i + j * n] = V::set1(i == j ? T(1) : T(0));
+    if (jacobi_lanes(A, n, want_v ? Z : nullptr) > kJacobiMaxSweeps) {
+      for (int l = 0; l < cnt; ++l) job.log->record({b0 + l, FailKind::kNoConvergence, kJacobiMaxSweeps, 0, 0.0});
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) d[i] = A[packed(i, i)];
+  }
   const T* zt = reinterpret_cast<const T*>(Z);
-  std::vector<T> d(static_cast<size_t>(n));
+  const T* dt = reinterpret_cast<const T*>(d);
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int l = 0; l < cnt; ++l) {
-    for (int64_t i = 0; i < n; ++i) d[i] = at[packed(i, i) * W + l];
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return d[x] < d[y]; });
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return dt[x * W + l] < dt[y * W + l]; });
     T* w = job.w.ptr<T>(b0 + l);
-    for (int64_t i = 0; i < n; ++i) w[i * job.w.rs] = d[order[i]] * scale[l];
+    for (int64_t i = 0; i < n; ++i) w[i * job.w.rs] = dt[order[i] * W + l] * scale[l];
     if (!want_v) continue;
     T* v = job.v.ptr<T>(b0 + l);
+    auto z = [&](int64_t i, int64_t j) { return zt[(i * zi + order[j] * zj) * W + l]; };
     if (job.v.cs == 1 && job.v.rs != 1) {  // write the destination in memory order
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < n; ++j) v[i * job.v.rs + j] = zt[(i + order[j] * n) * W + l];
+        for (int64_t j = 0; j < n; ++j) v[i * job.v.rs + j] = z(i, j);
     } else {
       for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < n; ++i) v[i * job.v.rs + j * job.v.cs] = zt[(i + order[j] * n) * W + l];
+        for (int64_t i = 0; i < n; ++i) v[i * job.v.rs + j * job.v.cs] = z(i, j);
     }
   }
 }
@@ -114,11 +149,12 @@ template <class T> void eigh_job(const EighJob& job) {
   const int64_t n = job.a.rows, count = job.a.batch();
   const bool want_v = job.v.present;
   if (n == 0 || count == 0) return;
-  if (count >= 2 && n <= kCompactEighMax && job.algo != EighAlgo::kTridiagonal) {
+  if (count >= 2 && n <= kCompactEighMax) {
     constexpr int W = Vec<T>::W;
+    const bool jacobi = job.algo == EighAlgo::kJacobi;
     PerWorker<Buffer<Vec<T>>> bufs(job.threads);
     ThreadPool::global().parallel_for((count + W - 1) / W, job.threads, [&](int64_t g, int w) {
-      eigh_compact<T>(job, g * W, static_cast<int>(std::min<int64_t>(W, count - g * W)), bufs[w]);
+      eigh_compact<T>(job, g * W, static_cast<int>(std::min<int64_t>(W, count - g * W)), bufs[w], jacobi);
     });
     return;
   }

@@ -245,34 +245,22 @@ inline void reflect_lanes(const Vec<T>* a, int64_t j, int64_t m, Vec<T> t, Vec<T
   }
 }
 
-// QR of the m x n matrices in the lanes of A (column-major, ld m): R above
-// the diagonal, reflectors below, tau[min(m, n)].
-template <class T> void geqr2_lanes(Vec<T>* A, int64_t m, int64_t n, Vec<T>* tau) {
+// The reflector that zeroes a[j+1 .. m) (LAPACK larfg, lanes at once):
+// a[j] <- beta, a[j+1 ..] <- v, returns tau (0 where the column is already
+// zero below j).
+template <class T> Vec<T> larfg_lanes(Vec<T>* a, int64_t j, int64_t m) {
   using V = Vec<T>;
   const V zero = V::zero(), one = V::set1(T(1));
-  const int64_t k = std::min(m, n);
-  for (int64_t j = 0; j < k; ++j) {
-    V* a = A + j * m;
-    V ss = zero;
-    for (int64_t i = j + 1; i < m; ++i) ss = fma(a[i], a[i], ss);
-    const V alpha = a[j];
-    const auto skip = ss <= zero;
-    const V beta = -copysign(sqrt(fma(alpha, alpha, ss)), alpha);
-    const V t = select(skip, zero, (beta - alpha) / beta);
-    const V sc = select(skip, one, one / (alpha - beta));
-    for (int64_t i = j + 1; i < m; ++i) a[i] = a[i] * sc;
-    a[j] = select(skip, alpha, beta);
-    tau[j] = t;
-    reflect_lanes(a, j, m, t, A, j + 1, n);
-  }
-}
-
-// Q (m x q, ld m) <- the first q columns of H_0 ... H_{k-1}, lanes at once.
-template <class T> void org2r_lanes(const Vec<T>* A, int64_t m, int64_t k, const Vec<T>* tau, Vec<T>* Q, int64_t q) {
-  using V = Vec<T>;
-  for (int64_t c = 0; c < q; ++c)
-    for (int64_t i = 0; i < m; ++i) Q[i + c * m] = V::set1(i == c ? T(1) : T(0));
-  for (int64_t j = k; j-- > 0;) reflect_lanes(A + j * m, j, m, tau[j], Q, j, q);
+  V ss = zero;
+  for (int64_t i = j + 1; i < m; ++i) ss = fma(a[i], a[i], ss);
+  const V alpha = a[j];
+  const auto skip = ss <= zero;
+  const V beta = -copysign(sqrt(fma(alpha, alpha, ss)), alpha);
+  const V t = select(skip, zero, (beta - alpha) / beta);
+  const V sc = select(skip, one, one / (alpha - beta));
+  for (int64_t i = j + 1; i < m; ++i) a[i] = a[i] * sc;
+  a[j] = select(skip, alpha, beta);
+  return t;
 }
 
 }  // namespace sinew::linalg::detail::SINEW_LINALG_ISA

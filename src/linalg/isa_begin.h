@@ -4,10 +4,12 @@
 // before the target pragma, so that only sinew::linalg::detail::<isa> code
 // is compiled for the wider ISA.
 //
-// GCC 12 flags the _mm512_undefined_* inside its own intrinsics headers as
-// maybe-uninitialized (GCC PR 105593) wherever they inline.
+// GCC 12 flags the _mm512_undefined_* inside its own intrinsics headers
+// (_mm512_reduce_add_* among them) as maybe- or plainly uninitialized (GCC
+// PR 105593) wherever they inline.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>

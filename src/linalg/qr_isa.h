@@ -6,6 +6,7 @@
 #include "linalg/compact.h"
 #include "linalg/cholesky_impl.h"
 #include "linalg/householder_impl.h"
+#include "linalg/qr_lanes_impl.h"
 
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 namespace {
@@ -22,9 +23,9 @@ template <class T> void qr_compact(const QrJob& job, int64_t b0, int cnt, Buffer
   if (lanes_nonfinite(A, m, m, n, b0, cnt, false, job.log)) return;
   alignas(64) T scale[W];
   scale_lanes(A, m, m, n, scale);
-  geqr2_lanes(A, m, n, tau);
+  geqr2_pairs_lanes(A, m, n, tau);
   if (job.q.present) {
-    org2r_lanes(A, m, k, tau, Q, q);
+    org2r_pairs_lanes(A, m, k, tau, Q, q);
     store_lanes(Q, m, m, q, job.q, b0, cnt);
   }
   for (int64_t j = 0; j < n; ++j)

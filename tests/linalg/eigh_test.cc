@@ -268,6 +268,70 @@ TEST_P(EighTest, DivideAndConquerRestoresOpenBlasThreads) {
   openblas_set_num_threads(before);
 }
 
+// (Defined last: the tests above draw their random matrices from one
+// generator in order.)
+//
+// Lanes of one compact group that need very different work: the
+// tridiagonal QL iterates each lane on its own (its own shift and splits)
+// until all have converged, and the reduction must leave already reduced
+// columns alone. A partial last group too (W = 8 for f64, 16 for f32).
+template <class T> void check_mixed_lanes(EighMethod method, bool upper, bool colmajor) {
+  SCOPED_TRACE(::testing::Message() << "method " << int(method) << " bytes " << sizeof(T) << " upper " << upper);
+  const int64_t n = 32, count = 37;
+  Mats<T> a(count, n, n, colmajor);
+  fill_normal(a);
+  const T tiny = sizeof(T) == 8 ? T(1e-150) : T(1e-18), huge = sizeof(T) == 8 ? T(1e150) : T(1e18);
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < i; ++j) {
+        T& x = a(b, i, j);
+        switch (b % 7) {
+          case 1: x = 0; break;                       // diagonal, unsorted
+          case 2: x = i == j + 1 ? x : T(0); break;   // tridiagonal
+          case 3: x = 0; a(b, i, i) = 0; break;       // zero
+          case 4: x *= tiny; break;
+          case 5: x *= huge; break;
+          case 6: x = i == 5 && j == 2 ? T(1e-3) : T(0); break;  // one tiny off-diagonal pair
+          default: break;
+        }
+        a(b, j, i) = x;
+      }
+    if (b % 7 == 3) a(b, 0, 0) = 0;
+    if (b % 7 == 4 || b % 7 == 5)
+      for (int64_t i = 0; i < n; ++i) a(b, i, i) *= b % 7 == 4 ? tiny : huge;
+  }
+  Vecs<T> w(count, n), w2(count, n);
+  Mats<T> v(count, n, n);
+  eigh(a.view(true), w.view(true), v.view(true), {upper, method});
+  eigvalsh(a.view(true), w2.view(true), {upper, method});
+  for (int64_t b = 0; b < count; ++b) {
+    expect_good<T>(eigh_errors(a, w, &v, b), b);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(w(b, i), w2(b, i), 4 * n * eps<T>() * frob(a, b)) << "eigvalsh " << b;
+  }
+}
+
+TEST_P(EighTest, CompactLanesOfDifferentDifficulty) {
+  for (EighMethod m : {EighMethod::kAuto, EighMethod::kJacobi, EighMethod::kTridiagonal}) {
+    check_mixed_lanes<double>(m, false, false);
+    check_mixed_lanes<float>(m, true, true);
+  }
+}
+
+TEST_P(EighTest, CompactBatchesBothMethods) {
+  for (EighMethod m : {EighMethod::kJacobi, EighMethod::kTridiagonal})
+    for (int64_t n : {2, 3, 7, 32, 48}) {
+      check_eigh<double>(9, n, m, n % 2 == 1, false, 2);
+      check_eigh<float>(17, n, m, true, n % 2 == 0, 1);
+    }
+  std::vector<double> repeated(32, -1.0);  // a few distinct values, each many times
+  for (int i = 0; i < 32; ++i) repeated[i] = (i % 4) - 1.5;
+  check_spectrum<double>(repeated, EighMethod::kAuto, 9);
+  check_spectrum<float>(repeated, EighMethod::kAuto, 17);
+  std::vector<double> graded(32);  // eigenvalues from 1 down to 1e-12
+  for (int i = 0; i < 32; ++i) graded[i] = std::pow(10.0, -12.0 * i / 31);
+  check_spectrum<double>(graded, EighMethod::kAuto, 9);
+}
+
 SINEW_LINALG_ISA_TESTS(EighTest);
 
 }  // namespace

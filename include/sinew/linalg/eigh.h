@@ -1,9 +1,9 @@
 // Symmetric eigendecomposition (PyTorch's linalg.eigh / eigvalsh) for
 // float32 and float64, on one matrix or a batch [..., n, n] in any strides.
-// Jacobi rotations for small matrices and batches, Householder
-// tridiagonalization for large ones, then divide and conquer (LAPACK's
-// stedc) for eigenvectors or implicit QL for eigenvalues only. See
-// docs/linalg.md.
+// Jacobi rotations for small single matrices, Householder
+// tridiagonalization for large ones and for batches of small ones (W at a
+// time, one per SIMD lane), then divide and conquer (LAPACK's stedc) for
+// eigenvectors or implicit QL. See docs/linalg.md.
 #pragma once
 
 #include "sinew/tensor/tensor_view.h"
@@ -11,7 +11,7 @@
 namespace sinew::linalg {
 
 enum class EighMethod {
-  kAuto,         // Jacobi for small n and for batches of small matrices, tridiagonal above
+  kAuto,         // Jacobi for a single small matrix, tridiagonal above and for batches of small ones
   kJacobi,       // cyclic Jacobi (round-robin ordering), blocked for large n
   kTridiagonal,  // Householder tridiagonalization + divide and conquer (vectors) or implicit QL
 };

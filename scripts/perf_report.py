@@ -181,8 +181,10 @@ def render_peak(rows):
     threads = sorted({t for _, t in peak})
     print("The machine's limits, measured in the same run as the suites compared with them: chains of zmm")
     print("FMAs (f32), of vdpbf16ps (bf16 dot products, two multiply-adds per f32 lane), and STREAM triad and")
-    print("copy over 128 MiB arrays (bytes as STREAM counts them); best of several runs.\n")
-    names = [("fma_f32", "f32 FMA peak", "GFLOP/s"), ("dot_bf16", "bf16 dot-product peak", "GFLOP/s"),
+    print("copy over 128 MiB arrays (bytes as STREAM counts them); best of several runs. The microkernel row is")
+    print("sinew's f32 12x32 tile multiplying panels that stay in L1: the most any GEMM built on it can reach.\n")
+    names = [("fma_f32", "f32 FMA peak", "GFLOP/s"), ("tile_f32_l1", "f32 microkernel, panels in L1", "GFLOP/s"),
+             ("dot_bf16", "bf16 dot-product peak", "GFLOP/s"),
              ("triad", "stream triad", "GB/s"), ("copy", "stream copy", "GB/s")]
     print("| what | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}" for t in threads) + " |")
     print("|---" * (1 + len(threads)) + "|")
@@ -208,8 +210,11 @@ def gemm_targets(val, cases, peak):
                            g >= 1.05))
         fr = [val[(c, "sinew", "frac_of_peak")] for c, p in f32 if p[2][0] >= 1024 and (c, "sinew", "frac_of_peak") in val]
         if fr:
+            ceiling = ""
+            if ("tile_f32_l1", t) in peak and peak.get(("fma_f32", t)):
+                ceiling = f" (microkernel in L1: {100 * peak[('tile_f32_l1', t)] / peak[('fma_f32', t)]:.0f}%)"
             checks.append((f"f32 mm >= 92% of FMA peak at n >= 1024, t{t}",
-                           f"{100 * min(fr):.0f}% to {100 * max(fr):.0f}%", min(fr) >= 0.92))
+                           f"{100 * min(fr):.0f}% to {100 * max(fr):.0f}%{ceiling}", min(fr) >= 0.92))
         fb = [val[(c, "sinew", "frac_of_peak")] for c, p in sq if p[1] == "bf16" and p[2][0] >= 1024
               and (c, "sinew", "frac_of_peak") in val]
         if fb:

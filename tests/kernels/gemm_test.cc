@@ -13,6 +13,8 @@
 
 #include "kernels/gemm_harness.h"
 #include "sinew/core/error.h"
+#include "sinew/kernels/ceiling.h"
+#include "sinew/kernels/cpu_features.h"
 
 namespace sinew::kernels {
 namespace {
@@ -388,3 +390,12 @@ TEST(GemmValidation, EveryMessageNamesArgumentValueAndExpectation) {
 
 }  // namespace
 }  // namespace sinew::kernels
+
+// The ceiling probe `sinew bench peak` reports: the FLOPs it says it did are
+// the 12x32 tile's over 256 steps per call, and nothing off AVX-512.
+TEST(MicrokernelCeiling, CountsTheTilesFlopsOnlyWhereAvx512Runs) {
+  const double flops = sinew::kernels::microkernel_f32_l1_flops(3);
+  if (sinew::kernels::best_isa() == sinew::kernels::Isa::kAvx512) EXPECT_EQ(flops, 3.0 * 2 * 12 * 32 * 256);
+  else EXPECT_EQ(flops, 0.0);
+  EXPECT_EQ(sinew::kernels::microkernel_f32_l1_flops(0), 0.0);
+}

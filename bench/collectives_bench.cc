@@ -121,11 +121,13 @@ int run_collectives_worker(const CollectivesConfig& cfg) {
       int64_t iters = c.from_rank0(std::clamp<int64_t>(static_cast<int64_t>(cfg.sample_seconds / std::max(est, 1e-7)), 1, 2000));
       int samples = est > 0.05 ? 3 : cfg.samples;
       // In pair mode samples alternate recording on/off, so drift on this
-      // shared machine hits both alike.
+      // shared machine hits both alike; the order within a pair alternates
+      // too (on-off, off-on, ...), so that whatever favours the first or
+      // the second sample of a pair cancels out.
       const bool pair = fr_pair && cfg.impl != "mpi";
       std::vector<double> t, t_off;
       for (int s = 0; s < samples * (pair ? 2 : 1); ++s) {
-        const bool off = pair && s % 2 == 1;
+        const bool off = pair && (s % 2 == 1) != (s / 2 % 2 == 1);
         if (pair) dist::set_flight_recorder_recording(!off);
         c.barrier();
         double s0 = now_s();
@@ -146,7 +148,7 @@ int run_collectives_worker(const CollectivesConfig& cfg) {
         emit(cfg.impl, median(t));
         if (pair) {
           emit(cfg.impl + "-fr-off", median(t_off));
-          // Each on sample against the off sample right after it: the two
+          // Each on sample against the off sample of its pair: the two
           // share the machine's state of the moment (another job on a core,
           // a frequency step), which a ratio of the two medians mixes in.
           std::vector<double> ratio;

@@ -270,6 +270,44 @@ TEST(FlightRecorder, TimeoutDumpsAndTheErrorNamesRankGroupSeqPeerAndPath) {
   std::remove(path.c_str());
 }
 
+// A dump taken on another thread while rank 0's op waits for its peer shows
+// the op, started, whether it runs inline on the issuing thread (small) or
+// on the group's worker thread (large): what a hang's diagnosis rests on.
+TEST(FlightRecorder, AnOpWaitingForAPeerIsInADumpTakenMeanwhile) {
+  for (const int64_t count : {int64_t{2}, int64_t{1} << 20}) {
+    reset_flight_recorder();
+    const std::string name = "fr_waiting_" + std::to_string(count);
+    std::atomic<bool> seen{false}, release{false};
+    std::string last_dump;
+    std::thread watcher([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!seen && std::chrono::steady_clock::now() < until) {
+        auto d = fr_dump();
+        for (const auto& e : fr_entries_of(d, name + "@e0"))
+          if (e["collective_seq_id"] == 2 && e["state"] == "started") seen = true;
+        if (!seen) {
+          last_dump = d.dump(1);
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+      }
+      release = true;  // also when the record never showed: the test fails, it does not hang
+    });
+    run_named(2, "sinew", name, [&](ProcessGroup& pg) {
+      std::vector<float> v(static_cast<size_t>(count), 1.0f);
+      const TensorView t = TensorView::flat(v.data(), DType::kF32, count);
+      pg.allreduce(t)->wait();
+      // Rank 1 issues the second allreduce only once rank 0's has been seen
+      // waiting for it (no other entry of this group can have seq 2 before).
+      if (pg.rank() == 1)
+        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      pg.allreduce(t)->wait();
+      EXPECT_EQ(v[0], 4.0f);
+    });
+    watcher.join();
+    EXPECT_TRUE(seen) << count << " elements; the last dump: " << last_dump;
+  }
+}
+
 TEST(FlightRecorder, AbortIsAnEventInTheTrace) {
   reset_flight_recorder();
   run_named(1, "sinew", "fr_abort", [](ProcessGroup& pg) { pg.abort("stopping early"); });

@@ -51,7 +51,9 @@ inline void transpose_block(Vec<float>* r) {
   transpose_stage<1>(r);
 }
 #else
-template <class T> inline void transpose_block(Vec<T>*) {}
+template <class T> inline void transpose_block(Vec<T>*) {
+  static_assert(Vec<T>::W == 1, "transpose_block needs a W x W transpose for this ISA");
+}
 #endif
 
 // Moves the contiguous runs of W full matrices p[l] (rows x cols, strides

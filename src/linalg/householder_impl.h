@@ -247,7 +247,9 @@ inline void reflect_lanes(const Vec<T>* a, int64_t j, int64_t m, Vec<T> t, Vec<T
 
 // The reflector that zeroes a[j+1 .. m) (LAPACK larfg, lanes at once):
 // a[j] <- beta, a[j+1 ..] <- v, returns tau (0 where the column is already
-// zero below j).
+// zero below j). A sum of squares that has lost precision to underflow is
+// taken again on the column scaled by its largest entry, as sytd2_lanes
+// does for its packed columns.
 template <class T> Vec<T> larfg_lanes(Vec<T>* a, int64_t j, int64_t m) {
   using V = Vec<T>;
   const V zero = V::zero(), one = V::set1(T(1));
@@ -255,7 +257,21 @@ template <class T> Vec<T> larfg_lanes(Vec<T>* a, int64_t j, int64_t m) {
   for (int64_t i = j + 1; i < m; ++i) ss = fma(a[i], a[i], ss);
   const V alpha = a[j];
   const auto skip = ss <= zero;
-  const V beta = -copysign(sqrt(fma(alpha, alpha, ss)), alpha);
+  V norm = sqrt(fma(alpha, alpha, ss));
+  const V ss_min = V::set1(std::numeric_limits<T>::min() / std::numeric_limits<T>::epsilon());
+  if (const auto rescue = (ss > zero) & (ss < ss_min); V::any(rescue)) [[unlikely]] {
+    V mx = abs(alpha);
+    for (int64_t i = j + 1; i < m; ++i) mx = max(mx, abs(a[i]));
+    const V inv = one / select(mx > zero, mx, one);
+    const V x0 = alpha * inv;
+    V s2 = x0 * x0;
+    for (int64_t i = j + 1; i < m; ++i) {
+      const V x = a[i] * inv;
+      s2 = fma(x, x, s2);
+    }
+    norm = select(rescue, mx * sqrt(s2), norm);
+  }
+  const V beta = -copysign(norm, alpha);
   const V t = select(skip, zero, (beta - alpha) / beta);
   const V sc = select(skip, one, one / (alpha - beta));
   for (int64_t i = j + 1; i < m; ++i) a[i] = a[i] * sc;

@@ -81,8 +81,18 @@ template <class T> void geqp3(Mat<T> A, T* tau, int64_t* perm, T* vn1, T* vn2, i
 template <class T> inline bool rotation(T np2, T nq2, T g, T tol, T& c, T& s, T& t) {
   if (np2 == T(0) || nq2 == T(0)) return false;
   if (!(std::abs(g) > tol * std::sqrt(np2) * std::sqrt(nq2))) return false;
-  const T inv = T(1) / std::max(np2, nq2);
-  const T d = (nq2 - np2) * inv, e = g * inv, ad = std::abs(d);
+  const T mx = std::max(np2, nq2);
+  T d, e;
+  if (mx >= std::numeric_limits<T>::min()) [[likely]] {
+    const T inv = T(1) / mx;
+    d = (nq2 - np2) * inv;
+    e = g * inv;
+  } else {  // subnormal squared norms (columns below ~1e-154 in f64): 1 / mx would overflow
+    const int k = std::ilogb(mx);
+    d = std::ldexp(nq2 - np2, -k);
+    e = std::ldexp(g, -k);
+  }
+  const T ad = std::abs(d);
   const T h = std::sqrt(d * d + T(4) * e * e);
   t = (d < T(0) ? T(-2) * e : T(2) * e) / (ad + h);
   c = std::sqrt((ad + h) / (T(2) * h));
@@ -258,10 +268,12 @@ void rotate_quads(Mat<T> W, int64_t p0, int64_t p1, const int64_t* q, const T* c
   for (int64_t i0 = 0; i0 < W.m; i0 += R * L) {
     V P0[R], P1[R], Q0[R], Q1[R];
     int rows[R];
+    int64_t off[R];  // clamped, so that a block past the column's end forms no pointer beyond it
     for (int r = 0; r < R; ++r) {
       rows[r] = static_cast<int>(std::clamp<int64_t>(W.m - i0 - r * L, 0, L));
-      P0[r] = V::load_n(w0 + i0 + r * L, rows[r]);
-      P1[r] = V::load_n(w1 + i0 + r * L, rows[r]);
+      off[r] = std::min<int64_t>(r * L, W.m - i0);
+      P0[r] = V::load_n(w0 + i0 + off[r], rows[r]);
+      P1[r] = V::load_n(w1 + i0 + off[r], rows[r]);
     }
     for (int64_t k = 0; k < quads; ++k) {
       T* v0 = W.col(q[k]) + i0;
@@ -270,19 +282,19 @@ void rotate_quads(Mat<T> W, int64_t p0, int64_t p1, const int64_t* q, const T* c
       const V c0 = V::set1(e[0]), s0 = V::set1(e[1]), c1 = V::set1(e[2]), s1 = V::set1(e[3]);
       const V c2 = V::set1(e[4]), s2 = V::set1(e[5]), c3 = V::set1(e[6]), s3 = V::set1(e[7]);
       for (int r = 0; r < R; ++r) {
-        Q0[r] = V::load_n(v0 + r * L, rows[r]);
-        Q1[r] = V::load_n(v1 + r * L, rows[r]);
+        Q0[r] = V::load_n(v0 + off[r], rows[r]);
+        Q1[r] = V::load_n(v1 + off[r], rows[r]);
         turn(P0[r], Q0[r], c0, s0);
         turn(P1[r], Q1[r], c1, s1);
         turn(P0[r], Q1[r], c2, s2);
         turn(P1[r], Q0[r], c3, s3);
-        Q0[r].store_n(v0 + r * L, rows[r]);
-        Q1[r].store_n(v1 + r * L, rows[r]);
+        Q0[r].store_n(v0 + off[r], rows[r]);
+        Q1[r].store_n(v1 + off[r], rows[r]);
       }
     }
     for (int r = 0; r < R; ++r) {
-      P0[r].store_n(w0 + i0 + r * L, rows[r]);
-      P1[r].store_n(w1 + i0 + r * L, rows[r]);
+      P0[r].store_n(w0 + i0 + off[r], rows[r]);
+      P1[r].store_n(w1 + i0 + off[r], rows[r]);
     }
   }
 }
@@ -441,7 +453,12 @@ int one_sided_jacobi_deferred(Mat<T> X, Mat<T> W, T* nrm2v, Buffer<T>& buf, QrSc
       const T now = dot(n, X.col(j), X.col(j)), was = static_cast<T>(nf[j]);
       ok = std::abs(now - was) <= T(0.25) * was;
     }
-    if (ok) return one_sided_jacobi(X, W, nrm2v, threads);
+    if (ok) {
+      // The check above lets through what only costs sweeps; should that
+      // still not converge, the restart from X₀ below gets its chance.
+      const int sweeps = one_sided_jacobi(X, W, nrm2v, threads);
+      if (sweeps <= kSvdMaxSweeps) return sweeps;
+    }
     copy(X0, X);
   }
   if (W.p) set_identity(W);

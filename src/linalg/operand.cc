@@ -132,6 +132,14 @@ void FailureLog::throw_if_any(const char* routine, const char* name, const Batch
           arg, fmt::format("a rank-deficient matrix: |R[{0}, {0}]| = {1:.6g} is below the rank tolerance", f.i,
                            f.value),
           "a matrix of full rank (use svd for rank-deficient least squares)");
+    case FailKind::kRangeTooWide:
+      throw InvalidArgument::make(
+          arg,
+          fmt::format("column norms spanning too wide a range: R[{0}, {0}] of its pivoted QR is {1:.3g} of the "
+                      "largest entry",
+                      f.i, f.value),
+          "nonzero column norms within 1e154 (float64) or 1e19 (float32) of the largest: one-sided Jacobi works "
+          "with squared norms, and below that their squares are subnormal");
     case FailKind::kNoConvergence:
       throw InternalError(fmt::format("{}: {}{} did not converge in {} sweeps", routine, name,
                                       batch.index(f.batch), f.i));

@@ -53,6 +53,7 @@ enum class FailKind {
   kZeroDiagonal,         // triangular diagonal entry i is `value`
   kRankDeficient,        // R[i, i] is `value`, below the rank tolerance
   kNoConvergence,        // i sweeps did not converge
+  kRangeTooWide,         // R[i, i] is `value` of the largest entry: its square is subnormal
 };
 
 struct Failure {

@@ -212,34 +212,6 @@ template <class T> inline void rot(int64_t n, T* x, T* y, T c, T s) {
   }
 }
 
-// rot() that also returns the new squared norms of x and y.
-template <class T> inline void rot_norms(int64_t n, T* x, T* y, T c, T s, T* xx, T* yy) {
-  using V = Vec<T>;
-  constexpr int W = V::W;
-  const V vc = V::set1(c), vs = V::set1(s);
-  V nx = V::zero(), ny = V::zero();
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    V a = V::load(x + i), b = V::load(y + i);
-    V p = fnma(vs, b, vc * a), q = fma(vs, a, vc * b);
-    p.store(x + i);
-    q.store(y + i);
-    nx = fma(p, p, nx);
-    ny = fma(q, q, ny);
-  }
-  if (i < n) {
-    const int r = static_cast<int>(n - i);
-    V a = V::load_n(x + i, r), b = V::load_n(y + i, r);
-    V p = fnma(vs, b, vc * a), q = fma(vs, a, vc * b);
-    p.store_n(x + i, r);
-    q.store_n(y + i, r);
-    nx = fma(p, p, nx);
-    ny = fma(q, q, ny);
-  }
-  *xx = reduce_add(nx);
-  *yy = reduce_add(ny);
-}
-
 // max |x_i|
 template <class T> inline T amax(int64_t n, const T* x) {
   using V = Vec<T>;

@@ -81,6 +81,16 @@ template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, 
     for (int64_t i = 0; i < m; ++i) Ap(i, j) = A(s.perm_r[i], j);
   s.perm_c.resize(static_cast<size_t>(n));
   geqp3(Ap, tau, s.perm_c.data(), vn1, vn2, threads);
+  // One-sided Jacobi works with squared column norms: a nonzero column
+  // below √(smallest normal) of the largest entry (1e-154 in f64, 1e-19 in
+  // f32) has a subnormal one, and rotations involving it lose all accuracy.
+  for (int64_t k = 0; k < n; ++k) {
+    const T r = std::abs(Ap(k, k));
+    if (r != T(0) && r * r < std::numeric_limits<T>::min()) {
+      job.log->record({b, FailKind::kRangeTooWide, k, 0, static_cast<double>(r)});
+      return;
+    }
+  }
   // Second preconditioning (Drmač's dgejsv): Rᵀ = Q2 R2, Jacobi on R2ᵀ,
   // whose columns are much closer to orthogonal than those of Rᵀ.
   for (int64_t j = 0; j < n; ++j)

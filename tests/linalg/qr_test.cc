@@ -107,6 +107,31 @@ TEST_P(QrTest, SingleMatricesAllModes) {
   check_qr<float>(1, 200, 257, QrMode::kReduced, true, 2);
 }
 
+// A batch (compact path) whose columns' entries are so small (1e-160 in
+// f64, 1e-21 in f32, with the others around 1) that their sums of squares
+// underflow: the reflectors are taken on the scaled column, so Q stays
+// orthogonal (without that, tau no longer matched v and Q lost its
+// orthogonality outright).
+TEST_P(QrTest, CompactBatchWithColumnsWhoseSquaresUnderflow) {
+  auto run = [](auto tiny) {
+    using T = decltype(tiny);
+    const int64_t count = 9, m = 24, n = 20;
+    Mats<T> a(count, m, n);
+    fill_normal(a);
+    for (int64_t b = 0; b < count; ++b)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j : {0, 5, 6}) a(b, i, j) *= tiny;
+    Mats<T> q(count, m, n), r(count, n, n);
+    qr(a.view(true), q.view(true), r.view(true), {QrMode::kReduced, 2});
+    for (int64_t b = 0; b < count; ++b) {
+      const double orth = static_cast<double>(orthogonality(q, b) / (m * eps<T>()));
+      EXPECT_LT(orth, 4.0) << "b " << b << " " << sizeof(T);
+    }
+  };
+  run(1e-160);
+  run(1e-21f);
+}
+
 TEST_P(QrTest, BatchesCompactAndPerMatrix) {
   for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {3, 5}, {32, 32}, {40, 17}}) {
     check_qr<double>(19, m, n, QrMode::kReduced, false, 2);

@@ -197,6 +197,35 @@ TEST_P(SvdTest, RankDeficientZeroAndIdentity) {
   }
 }
 
+// One-sided Jacobi works with squared column norms. Columns 1e-140 (f64) or
+// 1e-17 (f32) of the largest are still factored accurately; columns whose
+// squared norms would be subnormal (1e-160, 1e-21) are refused with an error
+// that says so, never answered with NaN or with a U that is not orthogonal.
+template <class T> Mats<T> with_small_columns(int64_t m, int64_t n, T factor) {
+  Mats<T> a(1, m, n);
+  fill_normal(a);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j : {3, 7, 8}) a(0, i, j) *= factor;
+  return a;
+}
+
+TEST_P(SvdTest, ColumnsFarBelowTheLargest) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{30, 20}, {72, 70}}) {
+    check_structured(with_small_columns<double>(m, n, 1e-140), true);
+    check_structured(with_small_columns<float>(m, n, 1e-17f), false);
+    for (bool dbl : {true, false}) {
+      try {
+        if (dbl) check_structured(with_small_columns<double>(m, n, 1e-160), false);
+        else check_structured(with_small_columns<float>(m, n, 1e-21f), false);
+        ADD_FAILURE() << "expected InvalidArgument for " << m << "x" << n << (dbl ? " f64" : " f32");
+      } catch (const InvalidArgument& e) {
+        EXPECT_THAT(e.what(), HasSubstr("too wide a range")) << e.what();
+        EXPECT_THAT(e.what(), HasSubstr("1e154 (float64)")) << e.what();
+      }
+    }
+  }
+}
+
 // Graded A = D_r B D_c with B orthonormal and D growing along the rows and
 // columns: Jacobi with QR preconditioning keeps the small singular values
 // relatively accurate; bidiagonalization without pivoting (gesdd) does not.

@@ -16,11 +16,37 @@ PEERS_FIRST = ["sinew", "sinew-ucx", "gloo", "mpi", "memcpy"]
 def load(paths):
     rows = []
     for p in paths:
+        # `--fr pair` runs (fr.csv) time their own collectives: keep them out
+        # of the collectives tables, whose cases come from another run.
+        fr_run = os.path.basename(p) == "fr.csv"
         with open(p) as f:
             for r in csv.DictReader(f):
                 r["value"] = float(r["value"])
+                if fr_run:
+                    r["suite"] = "flight_recorder"
                 rows.append(r)
     return rows
+
+
+def render_fr(rows):
+    """The Flight Recorder's cost (issue #4): a `--fr pair` run and a full-ring dump."""
+    val = {(r["case"], r["impl"], r["metric"]): r["value"] for r in rows}
+    print("`sinew bench collectives --fr pair`: samples alternate recording on and off in one run (the order")
+    print("inside each pair alternating too); the overhead is the median of the on/off ratio of each pair. The")
+    print("dump is of the full ring, rendered to JSON and written to a file. Targets: at most 1% of a 4 KiB")
+    print("allreduce's latency, a 2000-entry dump under 100 ms.\n")
+    print("| case | latency on (us) | latency off (us) | overhead | target | met |")
+    print("|---|---|---|---|---|---|")
+    for c in OrderedDict.fromkeys(r["case"] for r in rows if r["metric"] == "fr_overhead_pct"):
+        pct = val[(c, "sinew", "fr_overhead_pct")]
+        on, off = val.get((c, "sinew", "latency_us")), val.get((c, "sinew-fr-off", "latency_us"))
+        print(f"| {c} | {fmt(on) if on else '-'} | {fmt(off) if off else '-'} | {pct:.2f}% | <= 1% | "
+              f"{'yes' if pct <= 1 else 'NO'} |")
+    for c in OrderedDict.fromkeys(r["case"] for r in rows if r["metric"] == "dump_ms"):
+        d, rnd = val[(c, "sinew", "dump_ms")], val.get((c, "sinew", "render_ms"))
+        print(f"| {c} | | | rendered in {fmt(rnd) if rnd else '-'} ms, written in {fmt(d)} ms | < 100 ms | "
+              f"{'yes' if d < 100 else 'NO'} |")
+    print()
 
 
 def fmt(v):
@@ -367,6 +393,9 @@ def main(paths):
             continue
         if suite == "gemm":
             render_gemm(srows, rows, out_dir)
+            continue
+        if suite == "flight_recorder":
+            render_fr(srows)
             continue
         if suite == "collectives":
             print("Cases are `<op>/<dtype>/<bytes>B/ws<ranks>`; busbw as nccl-tests defines it; latency is the")

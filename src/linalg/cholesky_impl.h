@@ -380,21 +380,26 @@ template <class T> void store_packed_blocked(const Vec<T>* P, int64_t n, T* cons
     }
 }
 
+// P (packed lower triangles, W lanes) <- the triangle of matrices b0 ..
+// b0 + cnt - 1 of `a` that is read (upper: as the lower one of the
+// transpose), lanes past cnt the identity. Returns false, after recording
+// the first non-finite entry (by rows) of every lane that has one, when
+// any has.
 template <class T>
-void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
+bool load_packed_lanes(const MatArg& a, bool upper, int64_t b0, int cnt, Vec<T>* P, FailureLog* log) {
   using V = Vec<T>;
   constexpr int W = V::W;
-  const int64_t n = job.a.rows;
+  const int64_t n = a.rows;
   T* pt = reinterpret_cast<T*>(P);
-  const int64_t rs = job.upper ? job.a.cs : job.a.rs, cs = job.upper ? job.a.rs : job.a.cs;
+  const int64_t rs = upper ? a.cs : a.rs, cs = upper ? a.rs : a.cs;
   if (W > 1 && cnt == W && (rs == 1 || cs == 1)) {
     T* p[W];
-    for (int l = 0; l < W; ++l) p[l] = job.a.ptr<T>(b0 + l);
+    for (int l = 0; l < W; ++l) p[l] = a.ptr<T>(b0 + l);
     load_packed_blocked(p, n, rs, cs, P);
   } else {
     for (int l = 0; l < W; ++l) {
       if (l < cnt) {
-        const T* s = job.a.ptr<T>(b0 + l);
+        const T* s = a.ptr<T>(b0 + l);
         if (rs == 1) {  // walk the source in memory order
           for (int64_t k = 0; k < n; ++k)
             for (int64_t i = k; i < n; ++i) pt[packed(i, k) * W + l] = s[i + k * cs];
@@ -408,28 +413,31 @@ void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
       }
     }
   }
-  // Non-finite input: find the first bad entry of each bad lane.
-  {
-    const V big = V::set1(std::numeric_limits<T>::max());
-    typename V::Mask bad = V::not_(V::all_lanes());
-    for (int64_t e = 0; e < packed(n, 0); ++e) bad = bad | V::not_(abs(P[e]) <= big);
-    if (V::any(bad)) {
-      for (int l = 0; l < cnt; ++l) {
-        if (!V::lane(bad, l)) continue;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t k = 0; k <= i; ++k) {
-            const T x = pt[packed(i, k) * W + l];
-            if (!std::isfinite(x)) {
-              job.log->record({b0 + l, FailKind::kNonFinite, job.upper ? k : i, job.upper ? i : k,
-                               static_cast<double>(x)});
-              i = n;
-              break;
-            }
+  const V big = V::set1(std::numeric_limits<T>::max());
+  typename V::Mask bad = V::not_(V::all_lanes());
+  for (int64_t e = 0; e < packed(n, 0); ++e) bad = bad | V::not_(abs(P[e]) <= big);
+  if (!V::any(bad)) return true;
+  for (int l = 0; l < cnt; ++l) {
+    if (!V::lane(bad, l)) continue;
+    [&] {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k <= i; ++k)
+          if (const T x = pt[packed(i, k) * W + l]; !std::isfinite(x)) {
+            log->record({b0 + l, FailKind::kNonFinite, upper ? k : i, upper ? i : k, static_cast<double>(x)});
+            return;
           }
-      }
-      return;
-    }
+    }();
   }
+  return false;
+}
+
+template <class T>
+void cholesky_compact(const CholeskyJob& job, int64_t b0, int cnt, Vec<T>* P) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const int64_t n = job.a.rows;
+  if (!load_packed_lanes(job.a, job.upper, b0, cnt, P, job.log)) return;
+  const T* pt = reinterpret_cast<const T*>(P);
   typename V::Mask failed = V::not_(V::all_lanes());
   const V zero = V::zero(), one = V::set1(T(1));
   for (int64_t j = 0; j < n; ++j) {

@@ -44,38 +44,7 @@ template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Bu
   V* p = tau + n;
   V* rc = p + n;
   V* rs = rc + 2 * n;
-  T* at = reinterpret_cast<T*>(A);
-  const int64_t rs_a = job.upper ? job.a.cs : job.a.rs, cs_a = job.upper ? job.a.rs : job.a.cs;
-  if (W > 1 && cnt == W && (rs_a == 1 || cs_a == 1)) {
-    T* src[W];
-    for (int l = 0; l < W; ++l) src[l] = job.a.ptr<T>(b0 + l);
-    load_packed_blocked(src, n, rs_a, cs_a, A);
-  } else {
-    for (int l = 0; l < W; ++l) {
-      const T* src = l < cnt ? job.a.ptr<T>(b0 + l) : nullptr;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = 0; k <= i; ++k) at[packed(i, k) * W + l] = src ? src[i * rs_a + k * cs_a] : T(i == k);
-    }
-  }
-  // Non-finite input: the first bad entry of each bad lane, by rows.
-  const V big = V::set1(std::numeric_limits<T>::max());
-  typename V::Mask bad = V::not_(V::all_lanes());
-  for (int64_t x = 0; x < np; ++x) bad = bad | V::not_(abs(A[x]) <= big);
-  if (V::any(bad)) {
-    for (int l = 0; l < cnt; ++l) {
-      if (!V::lane(bad, l)) continue;
-      [&] {
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t k = 0; k <= i; ++k)
-            if (const T x = at[packed(i, k) * W + l]; !std::isfinite(x)) {
-              job.log->record(
-                  {b0 + l, FailKind::kNonFinite, job.upper ? k : i, job.upper ? i : k, static_cast<double>(x)});
-              return;
-            }
-      }();
-    }
-    return;
-  }
+  if (!load_packed_lanes(job.a, job.upper, b0, cnt, A, job.log)) return;
   alignas(64) T scale[W];
   scale_lanes(A, np, np, 1, scale);
   // Z(i, j) at Z[i * zi + j * zj]: row-major after QL, column-major after Jacobi.

@@ -151,5 +151,35 @@ TEST(FrRecord, AnOpStillRunningIsStartedWithNoCompletionAndNamesWhoItAwaits) {
   }
 }
 
+// Over shared memory an op's completion is stamped from its own waits'
+// clock reads, not a clock read at completion: an op that waited for a
+// late peer still completes after the wait, not at its creation.
+TEST(FrRecord, AnOpThatWaitedForALatePeerCompletesAfterTheWait) {
+  ASSERT_TRUE(kOwnDumpPrefix);
+  reset_flight_recorder();
+  auto store = make_memory_store();
+  testing::run_ranks(2, [&](int r) {
+    auto pg = make_group(store, r, 2, "fr_late");
+    int64_t v = 1;
+    pg->allreduce(TensorView::flat(&v, DType::kI64, 1))->wait();
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    pg->allreduce(TensorView::flat(&v, DType::kI64, 1))->wait();
+  });
+  auto es = fr_entries_of(fr_dump(), "fr_late@e0");
+  ASSERT_EQ(es.size(), 4u);
+  nlohmann::json waited;  // rank 0's second allreduce: the first of the two created
+  for (const auto& e : es)
+    if (e["collective_seq_id"] == 2 &&
+        (waited.is_null() || e["time_created_ns"].get<int64_t>() < waited["time_created_ns"].get<int64_t>()))
+      waited = e;
+  ASSERT_FALSE(waited.is_null());
+  SCOPED_TRACE(waited.dump());
+  EXPECT_EQ(waited["state"], "completed");
+  const int64_t waited_ns =
+      waited["time_discovered_completed_ns"].get<int64_t>() - waited["time_created_ns"].get<int64_t>();
+  EXPECT_GE(waited_ns, 250'000'000) << "completion stamped before the peer arrived";
+  EXPECT_LE(waited_ns, 30'000'000'000);
+}
+
 }  // namespace
 }  // namespace sinew::dist

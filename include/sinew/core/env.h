@@ -9,6 +9,7 @@
 // naming the variable. `all_env_params()` lists every declared tunable.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -53,11 +54,17 @@ class EnvParam {
       : name_(name), default_(std::move(default_value)) {
     detail::register_env_param({name_, detail::env_repr(default_), help, detail::env_type_name<T>()});
   }
+  // Read on every small collective: after the first call it is one
+  // acquire load (std::call_once alone goes through TLS and pthread_once
+  // on each call, a few percent of a small op).
   const T& get() const {
+    if (ready_.load(std::memory_order_acquire)) [[likely]]
+      return value_;
     std::call_once(once_, [this] {
       value_ = default_;
       if (auto text = getenv_opt(name_)) detail::parse_env(name_, text->c_str(), &value_);
     });
+    ready_.store(true, std::memory_order_release);
     return value_;
   }
   const char* name() const { return name_; }
@@ -66,6 +73,7 @@ class EnvParam {
   const char* name_;
   T default_;
   mutable std::once_flag once_;
+  mutable std::atomic<bool> ready_{false};
   mutable T value_{};
 };
 

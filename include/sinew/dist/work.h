@@ -70,6 +70,11 @@ class Work {
   // without a lookup.
   void* trace_slot() const { return trace_slot_; }
   void set_trace_slot(void* slot) { trace_slot_ = slot; }
+  // The op runs on the thread that completes it, and each of its waits
+  // reports the clock reads it makes while it spins (fr::note_wait_clock):
+  // a tracer may stamp the completion from those instead of a clock.
+  bool waits_report_clock() const { return waits_report_clock_; }
+  void set_waits_report_clock() { waits_report_clock_ = true; }
 
  private:
   std::string op_name_;
@@ -87,6 +92,7 @@ class Work {
   uint64_t trace_id_ = 0;
   void* trace_slot_ = nullptr;
   const char* op_literal_ = nullptr;
+  bool waits_report_clock_ = false;
   std::atomic<bool> started_{false};
 };
 

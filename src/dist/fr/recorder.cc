@@ -231,6 +231,7 @@ struct ThreadState {
   size_t index = 0;  // next's slot
   uint64_t last_enqueued = 0;  // trace id of this thread's last enqueue
   uint64_t running = 0;  // trace id of the op this thread executes
+  int64_t wait_clock_ns = 0;  // the last clock read a wait loop reported
   const ThreadTag* tag = nullptr;
 };
 thread_local ThreadState t_state SINEW_FAST_TLS;
@@ -447,7 +448,14 @@ class Hooks final : public ProcessGroupHooks {
     if (t.running == tid) t.running = 0;
     Slot* s = live(work);
     if (!s) return nullptr;
-    s->completed_tick.store(r_.clock().now(), std::memory_order_relaxed);
+    // Such an op's last wait already read the clock (or it never waited:
+    // its creation time is within microseconds of its completion). The
+    // coarse clock a stamp would read otherwise is no closer.
+    const uint64_t done = work.waits_report_clock() && !exact_
+                              ? static_cast<uint64_t>(std::max(t.wait_clock_ns,
+                                                               s->created_ns.load(std::memory_order_relaxed)))
+                              : r_.clock().now();
+    s->completed_tick.store(done, std::memory_order_relaxed);
     s->meta.store(Slot::with_state(s->meta.load(std::memory_order_relaxed), State::kCompleted),
                   std::memory_order_release);
     ((tid & 1) ? g_->last_completed_p2p : g_->last_completed_coll).store(work.seq(), std::memory_order_relaxed);
@@ -464,6 +472,7 @@ class Hooks final : public ProcessGroupHooks {
   GroupTrace* g_;
   Recorder& r_;
   const bool cpp_stack_ = r_.config().cpp_stack;
+  const bool exact_ = r_.clock().exact();
 };
 
 std::mutex g_names_mu;
@@ -482,6 +491,8 @@ void note_awaited(const std::vector<int>& ranks) {
   const uint64_t id = running / 2 - 1;
   if (r.live(id)) r.set_awaited(id, ranks);
 }
+
+void note_wait_clock(int64_t steady_ns) { t_state.wait_clock_ns = steady_ns; }
 
 const ThreadTag& this_thread_tag() {
   ThreadState& t = t_state;

@@ -1,8 +1,8 @@
 // The Flight Recorder's ring (internal to dist). Recording an op is on
 // every collective's path, so it is kept to a few plain stores into a slot
 // that stays in L2 (ids come from per-thread blocks: no locked instruction
-// on the common path), branch-free shape packing, and one coarse clock read
-// at completion (docs/flight_recorder.md, "Cost"): slots are written under
+// on the common path), branch-free shape packing, and at most one coarse
+// clock read at completion (docs/flight_recorder.md, "Cost"): slots are written under
 // a seqlock (the slot's version) with relaxed atomics, and what only some
 // ops need (C++ frames, awaited ranks, the second and later tensors'
 // shapes) lives in a side record taken under a lock, off the common path.
@@ -269,6 +269,13 @@ class Recorder {
 // as awaited_ranks in a dump taken while it waits. Cheap; call it from wait
 // loops' slow path.
 void note_awaited(const std::vector<int>& ranks);
+
+// A wait loop read the clock (steady_clock nanoseconds). An op whose waits
+// all report their reads (Work::waits_report_clock) is stamped complete
+// with the last one, or its creation time if it never waited that long,
+// rather than with a clock read of its own (4-5 ns per op here, a third of
+// recording's cost, with timing off).
+void note_wait_clock(int64_t steady_ns);
 
 const ThreadTag& this_thread_tag();
 

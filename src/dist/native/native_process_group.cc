@@ -358,7 +358,13 @@ class NativeProcessGroup final : public ProcessGroup {
         throw;
       }
     };
-    if (static_cast<int64_t>(bytes) <= kInlineBytes.get() && queue_.try_run_inline(w, [&] { guarded(body); }))
+    // Inline over shared memory, every wait reads the clock as it spins
+    // (ShmEngine::check_progress), on the thread that completes the op, and
+    // the op is small: little happens after its last wait.
+    if (static_cast<int64_t>(bytes) <= kInlineBytes.get() && queue_.try_run_inline(w, [&] {
+          if (shm_) w->set_waits_report_clock();
+          guarded(body);
+        }))
       return;
     queue_.post(w, [guarded, b = std::forward<F>(body)]() mutable { guarded(b); });
   }

@@ -523,6 +523,7 @@ void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaite
   }
   fail_if_revoked();
   auto now = Clock::now();
+  fr::note_wait_clock(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
   if (now >= next_liveness_check_) {
     next_liveness_check_ = now + Millis(10);
     fr::note_awaited(awaited);

@@ -235,7 +235,7 @@ class Bench {
       const TuneResult r = GemmTuner::global().tune(p, tune_);
       const TuneVariant* best_tile = nullptr;
       for (const TuneVariant& v : r.variants)
-        if (v.family == "tile" && std::isfinite(v.measured_us) && (!best_tile || v.measured_us < best_tile->measured_us))
+        if (v.family == "tile" && std::isfinite(v.best_us()) && (!best_tile || v.best_us() < best_tile->best_us()))
           best_tile = &v;
 
       GemmOptions o;
@@ -404,6 +404,7 @@ class Bench {
     TuneOptions o;  // the tuner's defaults, which mm's dispatch uses
     o.exhaustive = true;
     o.retune = true;
+    o.confirm_rounds = 0;  // one pass: the same number of samples behind every figure
     o.max_variant_seconds = cfg_.quick ? 0.2 : 1.0;
     GemmTuner scratch("");
     for (const auto& spec : specs) {
@@ -413,9 +414,9 @@ class Bench {
       double best = INFINITY, pick = INFINITY;
       std::string best_id, pick_id;
       for (const TuneVariant& v : r.variants) {
-        if (!std::isfinite(v.measured_us)) continue;
-        if (v.measured_us < best) best = v.measured_us, best_id = v.candidate;
-        if (v.survivor && v.measured_us < pick) pick = v.measured_us, pick_id = v.candidate;
+        if (!std::isfinite(v.best_us())) continue;
+        if (v.best_us() < best) best = v.best_us(), best_id = v.candidate;
+        if (v.survivor && v.best_us() < pick) pick = v.best_us(), pick_id = v.candidate;
       }
       const double ratio = pick / best;
       ++total;

@@ -1,5 +1,5 @@
-// The autotuner's search (enumerate, prescreen, time, pick, agree across
-// ranks) and its in-memory cache in front of the file (autotune_cache.cc).
+// The autotuner's search (enumerate, prescreen, time, confirm, pick, agree
+// across ranks) and its in-memory cache in front of the file (autotune_cache.cc).
 #include "sinew/kernels/autotune.h"
 
 #include <fmt/format.h>
@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "kernels/autotune_cache.h"
+#include "kernels/autotune_confirm.h"
 #include "kernels/autotune_cost.h"
 #include "kernels/autotune_key.h"
 #include "sinew/core/env.h"
@@ -67,6 +68,14 @@ CacheFlusher& flusher() {
   return f;
 }
 
+// Seconds per call in one sample: `reps` calls from flushed caches.
+double time_sample(const Candidate& c, EpilogueMode mode, const GemmProblem& p, const TuneOptions& o, int reps) {
+  if (o.flush_caches) flusher().flush(std::max(1, p.threads));
+  const auto t0 = Clock::now();
+  for (int r = 0; r < reps; ++r) c.run(p, mode);
+  return seconds_since(t0) / reps;
+}
+
 // Microseconds per call of `c` on `p` in `mode`: the fastest sample, as
 // other work on the machine only ever adds time.
 double time_variant(const Candidate& c, EpilogueMode mode, const GemmProblem& p, const TuneOptions& o) {
@@ -78,17 +87,31 @@ double time_variant(const Candidate& c, EpilogueMode mode, const GemmProblem& p,
     c.run(p, mode);
     once = std::min(once, seconds_since(t0));
   }
-  const int reps = static_cast<int>(std::clamp(std::ceil(o.min_sample_seconds / std::max(once, 1e-9)), 1.0, 1e5));
+  const int reps = tune::sample_reps(once, o);
   const int samples = static_cast<int>(
       std::clamp(std::floor(o.max_variant_seconds / std::max(once * reps, 1e-9)), 2.0, std::max(2.0, 1.0 * o.samples)));
   double best = INFINITY;
-  for (int s = 0; s < samples; ++s) {
-    if (o.flush_caches) flusher().flush(std::max(1, p.threads));
-    t0 = Clock::now();
-    for (int r = 0; r < reps; ++r) c.run(p, mode);
-    best = std::min(best, seconds_since(t0) / reps);
-  }
+  for (int s = 0; s < samples; ++s) best = std::min(best, time_sample(c, mode, p, o, reps));
   return best * 1e6;
+}
+
+// Microseconds per call of each listed variant: the fastest of `rounds`
+// samples, one of each per round, so that a burst of load hits them alike.
+// Every other round runs the list backwards, so that no variant always
+// follows the same one (OpenBLAS's workers spin for a while after a call,
+// sharing the cores with whatever runs next).
+std::vector<double> time_interleaved(const std::vector<TuneVariant>& vs, const std::vector<size_t>& list, int rounds,
+                                     const GemmProblem& p, const TuneOptions& o) {
+  std::vector<double> best(list.size(), INFINITY);
+  std::vector<int> reps(list.size());
+  for (size_t j = 0; j < list.size(); ++j) reps[j] = tune::sample_reps(vs[list[j]].measured_us * 1e-6, o);
+  for (int round = 0; round < rounds; ++round)
+    for (size_t n = 0; n < list.size(); ++n) {
+      const size_t j = round % 2 == 0 ? n : list.size() - 1 - n;
+      const TuneVariant& v = vs[list[j]];
+      best[j] = std::min(best[j], time_sample(*find_candidate(v.candidate), v.mode, p, o, reps[j]) * 1e6);
+    }
+  return best;
 }
 
 // The blocking of a packed tile id changed to kc (nc refitted to the same
@@ -346,7 +369,24 @@ TuneResult GemmTuner::Impl::search(const GemmProblem& p, const PackedKey& key, c
                                 fmt::format("a family with a candidate for {}", p.to_string()));
   prescreen(r.variants, p, o);
 
-  // Ranks take turns down the list of variants to time.
+  // Every rank's `mine` (the hash of what it timed, then its times),
+  // rank-major; a rank that listed other variants is refused, not mixed in.
+  auto gather = [&](const std::vector<double>& mine) {
+    if (world == 1) return mine;
+    std::vector<double> all = o.group.allgather(mine);
+    if (all.size() != mine.size() * static_cast<size_t>(world))
+      throw InternalError(fmt::format("GEMM tuning: the allgather returned {} values, expected {} ranks x {}",
+                                      all.size(), world, mine.size()));
+    for (int q = 0; q < world; ++q)
+      if (all[q * mine.size()] != mine[0])
+        throw InvalidArgument::make(
+            "GEMM tuning group", fmt::format("rank {} listed other candidates than rank {} for {}", q, o.group.rank,
+                                             r.key),
+            "every rank running the same build on the same kind of CPU");
+    return all;
+  };
+
+  // The first pass: ranks take turns down the list of variants to time.
   std::vector<size_t> timed;
   for (size_t i = 0; i < r.variants.size(); ++i)
     if (o.exhaustive || r.variants[i].survivor) timed.push_back(i);
@@ -357,33 +397,46 @@ TuneResult GemmTuner::Impl::search(const GemmProblem& p, const PackedKey& key, c
       const TuneVariant& v = r.variants[timed[i]];
       mine[i + 1] = time_variant(*find_candidate(v.candidate), v.mode, p, o);
     }
-  std::vector<double> all = mine;
-  if (world > 1) {
-    all = o.group.allgather(mine);
-    if (all.size() != mine.size() * static_cast<size_t>(world))
-      throw InternalError(fmt::format("GEMM tuning: the allgather returned {} values, expected {} ranks x {}",
-                                      all.size(), world, mine.size()));
-    for (int q = 0; q < world; ++q)
-      if (all[q * mine.size()] != mine[0])
-        throw InvalidArgument::make(
-            "GEMM tuning group", fmt::format("rank {} listed other candidates than rank {} for {}", q, o.group.rank,
-                                             r.key),
-            "every rank running the same build on the same kind of CPU");
-  }
-  const TuneVariant* best = nullptr;
+  const std::vector<double> all = gather(mine);
   for (size_t i = 0; i < timed.size(); ++i) {
     const size_t owner = i % world;
     TuneVariant& v = r.variants[timed[i]];
     v.measured_us = all[owner * mine.size() + 1 + i];
     v.timed_by = static_cast<int>(owner);
-    if (std::isfinite(v.measured_us) && (!best || v.measured_us < best->measured_us)) best = &v;
   }
-  if (!best) throw InternalError(fmt::format("GEMM tuning timed nothing for {}", r.key));
-  r.candidate = best->candidate;
-  r.mode = best->mode;
-  r.us = best->measured_us;
+
+  // The confirmation round. Its list follows from the allgathered times,
+  // so it is the same on every rank; every rank times all of it (not a
+  // share) because interleaving is the point: contenders split across ranks
+  // would again be timed at different moments. Each variant keeps the
+  // fastest sample of any rank, which all ranks compute alike. With
+  // several ranks the allgather runs even for an empty list, so that ranks
+  // whose options differ are refused rather than left waiting.
+  const std::vector<size_t> list = tune::confirmation_list(r.variants, o);
+  if (!list.empty() || world > 1) {
+    std::vector<double> confirm(list.size() + 1, std::nan(""));
+    confirm[0] = static_cast<double>(list_hash(r.variants, list));
+    if (!list.empty()) {
+      const int rounds = tune::confirmation_rounds(r.variants, list, o, seconds_since(t0));
+      const std::vector<double> us = time_interleaved(r.variants, list, rounds, p, o);
+      std::copy(us.begin(), us.end(), confirm.begin() + 1);
+    }
+    const std::vector<double> every = gather(confirm);
+    for (size_t j = 0; j < list.size(); ++j) {
+      double us = INFINITY;
+      for (int q = 0; q < world; ++q) us = std::fmin(us, every[q * confirm.size() + 1 + j]);
+      r.variants[list[j]].confirmed_us = us;
+    }
+  }
+
+  const size_t best_index = tune::pick_fastest(r.variants);
+  if (best_index == r.variants.size()) throw InternalError(fmt::format("GEMM tuning timed nothing for {}", r.key));
+  const TuneVariant& best = r.variants[best_index];
+  r.candidate = best.candidate;
+  r.mode = best.mode;
+  r.us = best.best_us();
   r.seconds = seconds_since(t0);
-  record(key, epilogue_key, CachedPick{find_candidate(best->candidate), best->mode, best->measured_us});
+  record(key, epilogue_key, CachedPick{find_candidate(best.candidate), best.mode, r.us});
   return r;
 }
 

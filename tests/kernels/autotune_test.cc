@@ -1,9 +1,10 @@
 // The GEMM autotuner: cache round trip (a second run hits 100% with the same
 // picks), corrupt / old-version / tampered files rebuilt with a warning and
 // never trusted, M bucketing, what the key includes, concurrent saves,
-// ranks splitting the candidates through an allgather callback, the shape
-// spelling, and the warm dispatch path of mm (tuned pick, and tuning on
-// first use with SINEW_AUTOTUNE=1).
+// ranks splitting the candidates through an allgather callback, the
+// confirmation round (which variants are re-timed, and the pick from both
+// passes, on synthetic times), the shape spelling, and the warm dispatch
+// path of mm (tuned pick, and tuning on first use with SINEW_AUTOTUNE=1).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "kernels/autotune_confirm.h"
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
 #include "sinew/kernels/autotune.h"
@@ -153,10 +155,11 @@ TEST(Autotune, TuningTimesSurvivorsAndPicksTheFastestMeasured) {
     EXPECT_GT(v.model_us, 0);
     if (!v.survivor) {
       EXPECT_TRUE(std::isnan(v.measured_us)) << v.candidate;
+      EXPECT_TRUE(std::isnan(v.confirmed_us)) << v.candidate;
       continue;
     }
     ++timed;
-    best = std::min(best, v.measured_us);
+    best = std::min(best, v.best_us());
     fused |= v.mode == EpilogueMode::kFused;
     unfused |= v.mode == EpilogueMode::kUnfused;
   }
@@ -164,6 +167,16 @@ TEST(Autotune, TuningTimesSurvivorsAndPicksTheFastestMeasured) {
   EXPECT_LT(timed, static_cast<int>(r.variants.size()));  // the cost model screened some out
   EXPECT_TRUE(fused && unfused);  // the epilogue mode is decided by timing both
   EXPECT_EQ(r.us, best);
+  // Exactly the confirmation list of the first pass was timed again.
+  std::vector<TuneVariant> first = r.variants;
+  for (TuneVariant& v : first) v.confirmed_us = std::nan("");
+  std::set<size_t> listed;
+  for (size_t i : tune::confirmation_list(first, o)) listed.insert(i);
+  for (size_t i = 0; i < r.variants.size(); ++i)
+    EXPECT_EQ(std::isfinite(r.variants[i].confirmed_us), listed.count(i) == 1) << r.variants[i].candidate;
+  const TuneVariant& pick = r.variants[tune::pick_fastest(r.variants)];
+  EXPECT_EQ(r.candidate, pick.candidate);
+  EXPECT_EQ(r.mode, pick.mode);
 
   o.exhaustive = true;
   o.retune = true;
@@ -405,6 +418,107 @@ TEST(Autotune, ConcurrentSavesMergeEveryProcessEntries) {
   EXPECT_EQ(files, 2u);
 }
 
+// A first-pass variant with a synthetic time (NaN: not timed).
+TuneVariant timed_variant(const std::string& candidate, const std::string& family, EpilogueMode mode, double us) {
+  TuneVariant v;
+  v.candidate = candidate;
+  v.family = family;
+  v.mode = mode;
+  v.survivor = !std::isnan(us);
+  v.measured_us = us;
+  return v;
+}
+
+constexpr EpilogueMode kFused = EpilogueMode::kFused, kUnfused = EpilogueMode::kUnfused, kAuto = EpilogueMode::kAuto;
+
+TEST(AutotuneConfirm, ListsTheLeadersThePairAndEachFamilysBestWithinTheirBands) {
+  const std::vector<TuneVariant> vs = {
+      timed_variant("tile/a", "tile", kFused, 100),     // 0: the first pass's best
+      timed_variant("tile/a", "tile", kUnfused, 180),   // 1: its other mode, far behind: still confirmed
+      timed_variant("tile/b", "tile", kFused, 110),     // 2: within 15%
+      timed_variant("tile/c", "tile", kFused, 114),     // 3: within 15%, after 2
+      timed_variant("blas/x", "blas", kAuto, 140),      // 4: the blas family's best, within 50%
+      timed_variant("tile/d", "tile", kFused, 114),     // 5: ties with 3, listed after it
+      timed_variant("tile/e", "tile", kFused, NAN),     // 6: not timed
+      timed_variant("tile/f", "tile", kFused, 200),     // 7: outside every band
+      timed_variant("blas/y", "blas", kAuto, 141),      // 8: not its family's best
+  };
+  TuneOptions o;  // band 15%, family band 50%, 4 in all
+  EXPECT_EQ(tune::confirmation_list(vs, o), (std::vector<size_t>{0, 2, 4, 1}));
+  o.max_confirmed = 6;
+  EXPECT_EQ(tune::confirmation_list(vs, o), (std::vector<size_t>{0, 2, 3, 5, 4, 1}));
+  o.max_confirmed = 100;  // the band, not the count, stops it
+  EXPECT_EQ(tune::confirmation_list(vs, o), (std::vector<size_t>{0, 2, 3, 5, 4, 1}));
+  o.max_confirmed = 1;  // the pair and the other families are always listed
+  EXPECT_EQ(tune::confirmation_list(vs, o), (std::vector<size_t>{0, 4, 1}));
+  o.max_confirmed = 4;
+  o.confirm_family_band = 0.3;  // blas at 1.4x the best is out now
+  EXPECT_EQ(tune::confirmation_list(vs, o), (std::vector<size_t>{0, 2, 3, 1}));
+  o.confirm_rounds = 0;
+  EXPECT_TRUE(tune::confirmation_list(vs, o).empty());
+
+  // Nothing to decide between: one variant timed, or a leader far ahead
+  // with no other mode and no other family close.
+  TuneOptions d;
+  EXPECT_TRUE(tune::confirmation_list({vs[0], vs[6]}, d).empty());
+  EXPECT_TRUE(tune::confirmation_list({timed_variant("tile/a", "tile", kAuto, 100),
+                                       timed_variant("tile/b", "tile", kAuto, 120),
+                                       timed_variant("blas/x", "blas", kAuto, 151)},
+                                      d)
+                  .empty());
+  // The order does not depend on where the best sits in the list.
+  EXPECT_EQ(tune::confirmation_list({vs[7], vs[2], vs[0]}, d), (std::vector<size_t>{2, 1}));
+}
+
+TEST(AutotuneConfirm, AWinnerSlowedByANoisyMomentWinsAfterConfirmation) {
+  // "a" really takes ~100 us, but load hit its first-pass samples.
+  std::vector<TuneVariant> vs = {timed_variant("tile/a", "tile", kAuto, 135),
+                                 timed_variant("tile/b", "tile", kAuto, 120),
+                                 timed_variant("blas/x", "blas", kAuto, 170),
+                                 timed_variant("tile/c", "tile", kAuto, 200)};
+  EXPECT_EQ(tune::pick_fastest(vs), 1u);  // the first pass alone picks b
+  const std::vector<size_t> list = tune::confirmation_list(vs, TuneOptions{});
+  EXPECT_EQ(list, (std::vector<size_t>{1, 0, 2}));  // c is out of every band: not timed again
+  vs[0].confirmed_us = 101;
+  vs[1].confirmed_us = 125;  // a slower confirmation sample does not count against b
+  vs[2].confirmed_us = 150;
+  EXPECT_EQ(tune::pick_fastest(vs), 0u);
+  EXPECT_EQ(vs[0].best_us(), 101);
+  EXPECT_EQ(vs[1].best_us(), 120);
+  // A contender that was only unlucky by a little does not win on its
+  // confirmation alone: b's first pass still counts.
+  vs[0].confirmed_us = 121;
+  EXPECT_EQ(tune::pick_fastest(vs), 1u);
+
+  // Ties go to the earlier variant, the order every rank lists them in.
+  vs[0].confirmed_us = 120;
+  EXPECT_EQ(tune::pick_fastest(vs), 0u);
+  std::swap(vs[0], vs[1]);
+  EXPECT_EQ(tune::pick_fastest(vs), 0u);
+  EXPECT_EQ(vs[0].candidate, "tile/b");
+  // Untimed variants never win; nothing timed picks nothing.
+  EXPECT_EQ(tune::pick_fastest({timed_variant("x", "tile", kAuto, NAN), timed_variant("y", "tile", kAuto, 3)}), 1u);
+  EXPECT_EQ(tune::pick_fastest({timed_variant("x", "tile", kAuto, NAN)}), 1u);
+}
+
+TEST(AutotuneConfirm, RoundsStayWithinTheTimeBounds) {
+  std::vector<TuneVariant> vs;
+  for (const char* c : {"a", "b", "c", "d"}) vs.push_back(timed_variant(c, "tile", kAuto, 1000));  // 1 ms a call
+  const std::vector<size_t> list = {0, 1, 2, 3};
+  TuneOptions o;
+  o.min_sample_seconds = 1e-3;  // one call a sample: 4 ms a round
+  EXPECT_EQ(tune::sample_reps(1e-3, o), 1);
+  EXPECT_EQ(tune::sample_reps(1e-4, o), 10);
+  EXPECT_EQ(tune::confirmation_rounds(vs, list, o, 1.0), o.confirm_rounds);
+  EXPECT_EQ(tune::confirmation_rounds(vs, list, o, 0.02), 2);   // half of 20 ms: two 4 ms rounds
+  EXPECT_EQ(tune::confirmation_rounds(vs, list, o, 0.001), 1);  // always one
+  o.max_variant_seconds = 0.0025;                               // 2 samples of a variant at most
+  EXPECT_EQ(tune::confirmation_rounds(vs, list, o, 1.0), 2);
+  o.max_variant_seconds = 1;
+  o.min_sample_seconds = 5e-3;  // 5 calls a sample: 20 ms a round
+  EXPECT_EQ(tune::confirmation_rounds(vs, list, o, 0.1), 2);
+}
+
 // A fake collective: every rank's thread blocks until all have contributed.
 class FakeAllgather {
  public:
@@ -444,6 +558,8 @@ TEST(Autotune, RanksSplitTheCandidatesAndAgreeOnThePick) {
       GemmTuner t("");
       TuneOptions o = fast();
       o.max_timed = 5;
+      o.confirm_band = 1e6;  // every timed variant is a contender
+      o.max_confirmed = 3;
       o.group.rank = r;
       o.group.world = kWorld;
       o.group.allgather = [&net, r](const std::vector<double>& mine) { return net.run(r, mine); };
@@ -454,7 +570,19 @@ TEST(Autotune, RanksSplitTheCandidatesAndAgreeOnThePick) {
     EXPECT_EQ(results[r].candidate, results[0].candidate);
     EXPECT_EQ(results[r].mode, results[0].mode);
     EXPECT_EQ(results[r].us, results[0].us);
+    ASSERT_EQ(results[r].variants.size(), results[0].variants.size());
+    for (size_t i = 0; i < results[0].variants.size(); ++i) {
+      const TuneVariant &v = results[r].variants[i], &v0 = results[0].variants[i];
+      for (auto us : {&TuneVariant::measured_us, &TuneVariant::confirmed_us}) {
+        EXPECT_EQ(std::isnan(v.*us), std::isnan(v0.*us)) << i;
+        if (!std::isnan(v0.*us)) EXPECT_EQ(v.*us, v0.*us) << i;
+      }
+    }
   }
+  // At least the three fastest of the first pass were confirmed.
+  int confirmed = 0;
+  for (const TuneVariant& v : results[0].variants) confirmed += std::isfinite(v.confirmed_us) ? 1 : 0;
+  EXPECT_GE(confirmed, 3);
   // Each survivor was timed by exactly one rank, in turn.
   int i = 0;
   std::set<int> timers;
@@ -485,6 +613,23 @@ TEST(Autotune, RanksSplitTheCandidatesAndAgreeOnThePick) {
   } catch (const InvalidArgument& e) {
     EXPECT_THAT(e.what(), HasSubstr("rank 1 listed other candidates than rank 0"));
   }
+  // ... and so are ranks that agree on the first pass but would confirm
+  // other variants (other options): the second allgather always runs.
+  int calls = 0;
+  o.group.allgather = [&calls](const std::vector<double>& mine) {
+    std::vector<double> all = mine;
+    all.insert(all.end(), mine.begin(), mine.end());
+    if (++calls == 2) all[mine.size()] += 1;
+    return all;
+  };
+  o.confirm_rounds = 0;  // no list on this rank: the allgather still runs
+  try {
+    t.tune(GemmShape::parse("mm:f32:8x16x8"), o);
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rank 1 listed other candidates than rank 0"));
+  }
+  EXPECT_EQ(calls, 2);
   o.group.allgather = nullptr;
   EXPECT_THROW(t.tune(GemmShape::parse("mm:f32:8x16x8"), o), InvalidArgument);
 }

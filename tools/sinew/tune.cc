@@ -90,7 +90,7 @@ int fit(const std::vector<GemmShape>& shapes, const kernels::TuneOptions& base) 
     keep.push_back(std::make_unique<kernels::GemmWorkload>(s));
     const kernels::TuneResult r = scratch.tune(s, o);
     for (const auto& v : r.variants)
-      samples.push_back({kernels::find_candidate(v.candidate), v.mode, keep.back()->problem(), v.measured_us});
+      samples.push_back({kernels::find_candidate(v.candidate), v.mode, keep.back()->problem(), v.best_us()});
     fmt::print("timed {} variants of {} t{}\n", r.variants.size(), s.to_string(), s.threads);
   }
   const auto& start = kernels::tune::default_cost_coefficients();
@@ -186,7 +186,9 @@ void add_tune_command(CLI::App& app, int& rc) {
         for (const auto& v : r.variants)
           fmt::print("    {:<60} {:<7} model {:>10.1f} us  measured {:>10.1f} us{}\n", v.candidate,
                      kernels::epilogue_mode_name(v.mode), v.model_us, v.measured_us,
-                     v.survivor ? "" : "  (screened out)");
+                     !v.survivor                    ? "  (screened out)"
+                     : std::isfinite(v.confirmed_us) ? fmt::format("  confirmed {:>10.1f} us", v.confirmed_us)
+                                                     : std::string());
       std::fflush(stdout);
     }
     tuner.save();

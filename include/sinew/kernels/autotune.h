@@ -16,7 +16,11 @@
 //     candidate that can fuse the epilogue is timed fused and unfused, so
 //     the mode is decided by measurement; with a TuneGroup, ranks take
 //     turns down the list and allgather the timings, so all pick alike;
-//  4. records the fastest under the problem's key.
+//  4. confirms: the leading contenders of that pass (autotune_confirm.h)
+//     are timed again, interleaved round by round, so that a moment of
+//     load on a shared machine that hit one of them in the first pass does
+//     not decide the pick;
+//  5. records the fastest (over both passes) under the problem's key.
 //
 // The key: op, input/output dtypes, batch and M rounded up to powers of two
 // (decode batches and token counts vary call to call), N, K, operand
@@ -38,6 +42,7 @@
 // SINEW_AUTOTUNE=1 a problem without one is tuned on first use and saved.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -137,6 +142,16 @@ struct TuneOptions {
   bool flush_caches = true;             // touch a buffer larger than L2 before each sample
   int max_timed = 6;                    // survivors of the cost model's prescreen
   bool exhaustive = false;              // time every variant (no prescreen)
+  // The confirmation round: the first pass's best variant, its other
+  // epilogue mode, each family's best within confirm_family_band of it and
+  // the next fastest within confirm_band (up to max_confirmed in all) are
+  // timed again, one sample each per round, interleaved; at most
+  // confirm_rounds rounds, fewer where they would add more than half the
+  // first pass's time. 0 rounds: no confirmation.
+  int confirm_rounds = 3;
+  double confirm_band = 0.15;
+  double confirm_family_band = 0.5;
+  int max_confirmed = 4;
   bool retune = false;                  // ignore a cached pick
   std::string family;                   // only this family ("" = all but reference)
   TuneGroup group;                      // ranks split the timing
@@ -151,13 +166,18 @@ struct TuneVariant {
   bool survivor = false;                                      // kept by the prescreen
   double measured_us = std::numeric_limits<double>::quiet_NaN();  // fastest sample; NaN: not timed
   int timed_by = -1;                                          // the rank that timed it
+  // Fastest sample of the confirmation round, over all ranks; NaN: not re-timed.
+  double confirmed_us = std::numeric_limits<double>::quiet_NaN();
+
+  // What the pick compares: the fastest sample of either pass.
+  double best_us() const { return std::fmin(measured_us, confirmed_us); }
 };
 
 struct TuneResult {
   std::string key;
   std::string candidate;  // the pick
   EpilogueMode mode = EpilogueMode::kAuto;
-  double us = 0;          // its time per call
+  double us = 0;          // its time per call (its best_us())
   bool cached = false;    // from the cache; nothing was timed
   std::vector<TuneVariant> variants;  // empty when cached
   double seconds = 0;     // spent tuning

@@ -91,6 +91,21 @@ TEST(Abort, DuringInitFailsQueuedOps) {
   EXPECT_EQ(pg0->init_status().code(), ErrorCode::kAborted);
 }
 
+// Creating a group is collective: a member that destroys its group before
+// the group's queued init ran must still take part in the rendezvous, or
+// the others wait for it until their timeout (a subgroup made and dropped
+// unused by one member).
+TEST(Lifecycle, AGroupDestroyedBeforeItsInitRanStillJoinsTheRendezvous) {
+  for (int i = 0; i < 10; ++i) {
+    SCOPED_TRACE(i);
+    auto store = make_memory_store();
+    std::thread t([&] { make(store, 0, 2, 3s).reset(); });  // destroyed at once
+    auto pg1 = make(store, 1, 2, 3s);
+    EXPECT_NO_THROW(pg1->wait_ready(Deadline::after(10s)));
+    t.join();
+  }
+}
+
 TEST(Validation, BadArgumentsAreInvalidArgumentNamingThem) {
   sinew::testing::run_group(2, "sinew", [](ProcessGroup& pg) {
     float x[4] = {};

@@ -107,6 +107,16 @@ class NativeProcessGroup final : public ProcessGroup {
   }
 
   ~NativeProcessGroup() override {
+    // Creating a group is collective: a member that dropped its queued init
+    // (shutdown() below drops it) would leave the others waiting for its
+    // segment until their timeout, as a subgroup made and destroyed unused
+    // did. So init runs to its end first: bounded by the timeout, quick
+    // when the members are alive (each does the same), and prompt when one
+    // died, which init's liveness checks notice.
+    try {
+      queue_.wait_init(Deadline::after(timeout()));
+    } catch (const Error&) {  // its outcome no longer matters
+    }
     aborted_.store(true);
     {
       std::lock_guard<std::mutex> g(watch_mu_);

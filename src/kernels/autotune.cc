@@ -392,10 +392,18 @@ TuneResult GemmTuner::Impl::search(const GemmProblem& p, const PackedKey& key, c
     if (o.exhaustive || r.variants[i].survivor) timed.push_back(i);
   std::vector<double> mine(timed.size() + 1, std::nan(""));
   mine[0] = static_cast<double>(list_hash(r.variants, timed));
+  // A variant that throws is left untimed (NaN: never picked) rather than
+  // thrown out of here: with a process group, a rank that left early would
+  // leave the others waiting in the allgather below.
   for (size_t i = 0; i < timed.size(); ++i)
     if (static_cast<int>(i % world) == o.group.rank) {
       const TuneVariant& v = r.variants[timed[i]];
-      mine[i + 1] = time_variant(*find_candidate(v.candidate), v.mode, p, o);
+      try {
+        mine[i + 1] = time_variant(*find_candidate(v.candidate), v.mode, p, o);
+      } catch (const std::exception& e) {
+        SINEW_WARN(kInit, "GEMM tuning: {} ({}) failed on {} and is not considered: {}", v.candidate,
+                   epilogue_mode_name(v.mode), r.key, e.what());
+      }
     }
   const std::vector<double> all = gather(mine);
   for (size_t i = 0; i < timed.size(); ++i) {
@@ -412,20 +420,30 @@ TuneResult GemmTuner::Impl::search(const GemmProblem& p, const PackedKey& key, c
   // fastest sample of any rank, which all ranks compute alike. With
   // several ranks the allgather runs even for an empty list, so that ranks
   // whose options differ are refused rather than left waiting.
+  // The gathered vector has a slot per first-pass variant, a size every
+  // rank agreed on above: ranks whose options list other contenders are
+  // refused by the hash, not by a collective of mismatched sizes.
   const std::vector<size_t> list = tune::confirmation_list(r.variants, o);
   if (!list.empty() || world > 1) {
-    std::vector<double> confirm(list.size() + 1, std::nan(""));
+    std::vector<double> confirm(timed.size() + 1, std::nan(""));
     confirm[0] = static_cast<double>(list_hash(r.variants, list));
+    std::vector<size_t> at(list.size());  // list[j]'s slot
+    for (size_t j = 0; j < list.size(); ++j)
+      at[j] = 1 + static_cast<size_t>(std::find(timed.begin(), timed.end(), list[j]) - timed.begin());
     if (!list.empty()) {
       const int rounds = tune::confirmation_rounds(r.variants, list, o, seconds_since(t0));
-      const std::vector<double> us = time_interleaved(r.variants, list, rounds, p, o);
-      std::copy(us.begin(), us.end(), confirm.begin() + 1);
+      try {
+        const std::vector<double> us = time_interleaved(r.variants, list, rounds, p, o);
+        for (size_t j = 0; j < list.size(); ++j) confirm[at[j]] = us[j];
+      } catch (const std::exception& e) {  // the first pass's times stand
+        SINEW_WARN(kInit, "GEMM tuning: the confirmation round on {} failed: {}", r.key, e.what());
+      }
     }
     const std::vector<double> every = gather(confirm);
     for (size_t j = 0; j < list.size(); ++j) {
       double us = INFINITY;
-      for (int q = 0; q < world; ++q) us = std::fmin(us, every[q * confirm.size() + 1 + j]);
-      r.variants[list[j]].confirmed_us = us;
+      for (int q = 0; q < world; ++q) us = std::fmin(us, every[q * confirm.size() + at[j]]);
+      r.variants[list[j]].confirmed_us = std::isfinite(us) ? us : std::nan("");
     }
   }
 

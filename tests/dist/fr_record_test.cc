@@ -153,8 +153,8 @@ TEST(FrRecord, AnOpStillRunningIsStartedWithNoCompletionAndNamesWhoItAwaits) {
 
 // Over shared memory an op's completion is stamped from its own waits'
 // clock reads, not a clock read at completion: an op that waited for a
-// late peer still completes after the wait, not at its creation.
-TEST(FrRecord, AnOpThatWaitedForALatePeerCompletesAfterTheWait) {
+// late peer completes no earlier than the peer joined it.
+TEST(FrRecord, AnOpThatWaitedForALatePeerCompletesAfterThePeerJoined) {
   ASSERT_TRUE(kOwnDumpPrefix);
   reset_flight_recorder();
   auto store = make_memory_store();
@@ -165,20 +165,23 @@ TEST(FrRecord, AnOpThatWaitedForALatePeerCompletesAfterTheWait) {
     if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     pg->allreduce(TensorView::flat(&v, DType::kI64, 1))->wait();
   });
-  auto es = fr_entries_of(fr_dump(), "fr_late@e0");
-  ASSERT_EQ(es.size(), 4u);
-  nlohmann::json waited;  // rank 0's second allreduce: the first of the two created
-  for (const auto& e : es)
-    if (e["collective_seq_id"] == 2 &&
-        (waited.is_null() || e["time_created_ns"].get<int64_t>() < waited["time_created_ns"].get<int64_t>()))
-      waited = e;
-  ASSERT_FALSE(waited.is_null());
+  const auto d = fr_dump();
+  EXPECT_EQ(d["exact_timing"], false);  // the stamp under test is the one without timing
+  std::vector<nlohmann::json> second;  // both ranks' second allreduce, the waiting one first
+  for (const auto& e : fr_entries_of(d, "fr_late@e0"))
+    if (e["collective_seq_id"] == 2) second.push_back(e);
+  ASSERT_EQ(second.size(), 2u) << d.dump(1);
+  if (second[0]["time_created_ns"].get<int64_t>() > second[1]["time_created_ns"].get<int64_t>())
+    std::swap(second[0], second[1]);
+  const auto& waited = second[0];
   SCOPED_TRACE(waited.dump());
   EXPECT_EQ(waited["state"], "completed");
-  const int64_t waited_ns =
-      waited["time_discovered_completed_ns"].get<int64_t>() - waited["time_created_ns"].get<int64_t>();
-  EXPECT_GE(waited_ns, 250'000'000) << "completion stamped before the peer arrived";
-  EXPECT_LE(waited_ns, 30'000'000'000);
+  // The late rank's op was created when it joined; the waiting one cannot
+  // have completed before that (the stamp may lag the truth, never lead it:
+  // 1 ms of slack for the two clocks' views of "now").
+  EXPECT_GE(waited["time_discovered_completed_ns"].get<int64_t>(),
+            second[1]["time_created_ns"].get<int64_t>() - 1'000'000)
+      << "completion stamped before the peer arrived";
 }
 
 }  // namespace

@@ -70,9 +70,10 @@ class Work {
   // without a lookup.
   void* trace_slot() const { return trace_slot_; }
   void set_trace_slot(void* slot) { trace_slot_ = slot; }
-  // The op runs on the thread that completes it, and each of its waits
-  // reports the clock reads it makes while it spins (fr::note_wait_clock):
-  // a tracer may stamp the completion from those instead of a clock.
+  // For the Flight Recorder (internal to dist): the op runs on the thread
+  // that completes it, and each of its waits reports the clock reads it
+  // makes while it spins and as it ends, so the recorder may stamp the
+  // completion from those instead of reading a clock.
   bool waits_report_clock() const { return waits_report_clock_; }
   void set_waits_report_clock() { waits_report_clock_ = true; }
 

@@ -143,8 +143,9 @@ struct TuneOptions {
   int max_timed = 6;                    // survivors of the cost model's prescreen
   bool exhaustive = false;              // time every variant (no prescreen)
   // The confirmation round: the first pass's best variant, its other
-  // epilogue mode, each family's best within confirm_family_band of it and
-  // the next fastest within confirm_band (up to max_confirmed in all) are
+  // epilogue mode, each family's best within confirm_family_band of it, and
+  // the next fastest within confirm_band while the list is shorter than
+  // max_confirmed (the pair and the families' best may take it past) are
   // timed again, one sample each per round, interleaved; at most
   // confirm_rounds rounds, fewer where they would add more than half the
   // first pass's time. 0 rounds: no confirmation.

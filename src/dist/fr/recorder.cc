@@ -394,11 +394,14 @@ class Hooks final : public ProcessGroupHooks {
  private:
   [[gnu::always_inline]] Slot& begin_op(Work& work, bool is_p2p, int peer, uint64_t& id) {
     // The Work's deadline was computed from "now" a moment ago: reuse it
-    // rather than reading the clock again on the op path.
+    // rather than reading the clock again on the op path (unless the
+    // timeout was too long for a deadline: never).
+    const Deadline d = work.default_deadline();
     const int64_t created =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(work.default_deadline().time_point().time_since_epoch())
-            .count() -
-        g_->info.timeout_ms * 1'000'000;
+        d.is_never()
+            ? steady_ns()
+            : std::chrono::duration_cast<std::chrono::nanoseconds>(d.time_point().time_since_epoch()).count() -
+                  g_->info.timeout_ms * 1'000'000;
     const char* op = work.op_literal() ? work.op_literal() : "unknown";
     return r_.begin(g_, op, false, is_p2p, work.seq(), peer, created, id);
   }
@@ -448,9 +451,9 @@ class Hooks final : public ProcessGroupHooks {
     if (t.running == tid) t.running = 0;
     Slot* s = live(work);
     if (!s) return nullptr;
-    // Such an op's last wait already read the clock (or it never waited:
-    // its creation time is within microseconds of its completion). The
-    // coarse clock a stamp would read otherwise is no closer.
+    // Such an op's last wait read the clock as it ended (or it never waited
+    // long enough to read it: its creation time is then within microseconds
+    // of its completion).
     const uint64_t done = work.waits_report_clock() && !exact_
                               ? static_cast<uint64_t>(std::max(t.wait_clock_ns,
                                                                s->created_ns.load(std::memory_order_relaxed)))

@@ -271,8 +271,9 @@ class Recorder {
 void note_awaited(const std::vector<int>& ranks);
 
 // A wait loop read the clock (steady_clock nanoseconds). An op whose waits
-// all report their reads (Work::waits_report_clock) is stamped complete
-// with the last one, or its creation time if it never waited that long,
+// all report their reads, the last one as each wait ends
+// (Work::waits_report_clock), is stamped complete with the last one, or
+// its creation time if it never waited long enough to read it,
 // rather than with a clock read of its own (4-5 ns per op here, a third of
 // recording's cost, with timing off).
 void note_wait_clock(int64_t steady_ns);

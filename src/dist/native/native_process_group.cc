@@ -50,6 +50,13 @@ const EnvParam<int64_t> kHeartbeatTimeoutMs{"SINEW_FT_HEARTBEAT_TIMEOUT_MS", 200
 const EnvParam<int64_t> kStoreHeartbeatMs{"SINEW_FT_STORE_HEARTBEAT_MS", 200,
                                           "groups spanning hosts: heartbeat and revoke poll interval through "
                                           "the job store"};
+// Long enough for live members to rendezvous (milliseconds); short enough
+// that a group dropped while unwinding from an error, with a member that
+// never came, does not hold the process for the group timeout.
+const EnvParam<int64_t> kDestroyInitWaitMs{"SINEW_DESTROY_INIT_WAIT_MS", 10000,
+                                           "a group destroyed before its init finished lets init run this long "
+                                           "(at most the group timeout), so the other members' rendezvous "
+                                           "completes"};
 const EnvParam<std::string> kTransport{"SINEW_TRANSPORT", std::string("auto"),
                                        "auto (shared memory on one host, UCX between hosts), shm or ucx"};
 
@@ -110,11 +117,10 @@ class NativeProcessGroup final : public ProcessGroup {
     // Creating a group is collective: a member that dropped its queued init
     // (shutdown() below drops it) would leave the others waiting for its
     // segment until their timeout, as a subgroup made and destroyed unused
-    // did. So init runs to its end first: bounded by the timeout, quick
-    // when the members are alive (each does the same), and prompt when one
-    // died, which init's liveness checks notice.
+    // did. So init runs to its end first: quick when the members are alive
+    // (each does the same), bounded when one never comes.
     try {
-      queue_.wait_init(Deadline::after(timeout()));
+      queue_.wait_init(Deadline::after(std::min(timeout(), Millis(kDestroyInitWaitMs.get()))));
     } catch (const Error&) {  // its outcome no longer matters
     }
     aborted_.store(true);

@@ -100,6 +100,14 @@ std::string describe(const OpDesc& d) {
   return s;
 }
 
+// A wait that went through check_progress (whose clock reads the Flight
+// Recorder stamps completions with) reads the clock once more as it ends:
+// in its sleeping phase 64 polls last milliseconds.
+static void note_wait_over() {
+  fr::note_wait_clock(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
 // Spin briefly, then yield (a no-op when nobody else wants the core, and the
 // right thing when ranks outnumber cores), and only sleep after a long wait:
 // sleeping early makes two waiting ranks wake each other at sleep
@@ -166,6 +174,7 @@ class ShmEngine::P2P final : public Transport {
 
   void wait(std::span<const RequestPtr> requests, Deadline deadline) override {
     Backoff backoff;
+    bool checked = false;
     for (;;) {
       bool moved = progress();
       bool all = true;
@@ -179,12 +188,16 @@ class ShmEngine::P2P final : public Transport {
           q->st.throw_if_error();
         }
       }
-      if (all) return;
+      if (all) {
+        if (checked) note_wait_over();
+        return;
+      }
       if (moved) {
         backoff.reset();
         continue;
       }
       if ((backoff.rounds() & 63) == 0) {
+        checked = true;
         try {
           e_->check_progress(deadline, awaited, "point-to-point", [&] {
             progress();
@@ -517,13 +530,14 @@ void ShmEngine::check_usable() {
 
 void ShmEngine::check_progress(Deadline deadline, const std::vector<int>& awaited, const char* what,
                                const std::function<std::vector<int>()>& still_awaited) {
+  // First, so that an op this check fails is stamped with it.
+  const auto now = Clock::now();
+  fr::note_wait_clock(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
   if (abort_flag_ && abort_flag_->load(std::memory_order_relaxed)) {
     fail(Status(ErrorCode::kAborted, fmt::format("{} aborted (the group was aborted)", what)));
     broken_.throw_if_error();
   }
   fail_if_revoked();
-  auto now = Clock::now();
-  fr::note_wait_clock(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
   if (now >= next_liveness_check_) {
     next_liveness_check_ = now + Millis(10);
     fr::note_awaited(awaited);
@@ -593,6 +607,7 @@ void ShmEngine::step(Deadline deadline, const char* what) {
       }
       backoff.pause();
     }
+    if (backoff.rounds() >= 63) note_wait_over();
   }
   step_ = next;
 }

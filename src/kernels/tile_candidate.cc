@@ -233,22 +233,8 @@ class TileCandidate final : public Candidate {
     return s;
   }
 
-  // Finishes `values` (the summed products, accumulation dtype) into p.out
-  // through `epi`, whole rows per task so that reductions never race.
   void pass(const GemmProblem& p, const MatrixRef& values, const BoundEpilogue& epi) const {
-    if (p.m == 0 || p.n == 0) return;
-    const int64_t rows = std::max<int64_t>(c_.kernel->mr, (1 << 16) / p.n / c_.kernel->mr * c_.kernel->mr);
-    const int64_t chunks = ceil_div(p.m, rows);
-    ThreadPool::global().parallel_for(p.batch * chunks, p.threads, [&](int64_t task, int) {
-      const int64_t b = task / chunks, i0 = task % chunks * rows;
-      const BoundEpilogue eb = epi.at_batch(b);
-      tile::BlockArgs ba{};
-      ba.mc = std::min(rows, p.m - i0);
-      ba.nc = p.n;
-      ba.i0 = i0;
-      ba.store = tile::StoreArgs{1.0, 1.0, true, true, at(values, b, 0, 0), nullptr, 0, at(p.out, b, 0, 0), &eb};
-      c_.kernel->pass(ba);
-    });
+    finish_rows(*c_.kernel, p, values, epi);
   }
 
   void region(const GemmProblem& p, int64_t batch, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
@@ -403,6 +389,23 @@ TileConfig default_tile_config(const TileKernel* kernel, char split) {
   c.mc = 4096 / kernel->mr * kernel->mr;
   c.nc = std::max<int64_t>(kernel->nr, (768 << 10) / (c.kc * kernel->packed_bytes) / kernel->nr * kernel->nr);
   return c;
+}
+
+void finish_rows(const tile::TileKernel& kernel, const GemmProblem& p, const MatrixRef& values,
+                 const BoundEpilogue& epi) {
+  if (p.m == 0 || p.n == 0) return;
+  const int64_t rows = std::max<int64_t>(kernel.mr, (1 << 16) / p.n / kernel.mr * kernel.mr);
+  const int64_t chunks = ceil_div(p.m, rows);
+  ThreadPool::global().parallel_for(p.batch * chunks, p.threads, [&](int64_t task, int) {
+    const int64_t b = task / chunks, i0 = task % chunks * rows;
+    const BoundEpilogue eb = epi.at_batch(b);
+    tile::BlockArgs ba{};
+    ba.mc = std::min(rows, p.m - i0);
+    ba.nc = p.n;
+    ba.i0 = i0;
+    ba.store = tile::StoreArgs{1.0, 1.0, true, true, at(values, b, 0, 0), nullptr, 0, at(p.out, b, 0, 0), &eb};
+    kernel.pass(ba);
+  });
 }
 
 std::unique_ptr<Candidate> make_tile_candidate(const TileConfig& config) {

@@ -39,4 +39,12 @@ TileConfig default_tile_config(const tile::TileKernel* kernel, char split);
 
 std::unique_ptr<Candidate> make_tile_candidate(const TileConfig& config);
 
+// Finishes `values` (p.batch x p.m x p.n summed products, accumulation
+// dtype; p.out itself or a temporary) into p.out through `epi` with
+// `kernel`'s vectorised pass, whole rows per task so that reductions never
+// race (the caller starts them at their identity). The tile family's
+// unfused mode, and the blas family's epilogue.
+void finish_rows(const tile::TileKernel& kernel, const GemmProblem& p, const MatrixRef& values,
+                 const BoundEpilogue& epi);
+
 }  // namespace sinew::kernels

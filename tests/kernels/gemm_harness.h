@@ -156,6 +156,7 @@ struct Case {
   char la = 'N', lb = 'N', lo = 'N';
   double alpha = 1.0, beta = 0.0;
   int addmm_bias = 0;  // addmm: BiasKind of the bias
+  char lbias = 'S';    // addmm: the bias's layout (Tensor's)
   EpiSpec epi;
   int threads = 1;
   EpilogueMode mode = EpilogueMode::kAuto;
@@ -193,7 +194,7 @@ inline Inputs make_inputs(const Case& c, uint32_t seed) {
     std::vector<int64_t> shape = c.addmm_bias == 0 ? std::vector<int64_t>{c.n}
                                  : c.addmm_bias == 1 ? std::vector<int64_t>{c.m, 1}
                                                      : std::vector<int64_t>{c.m, c.n};
-    in.bias = Tensor(c.in, shape, 'S', false);
+    in.bias = Tensor(c.in, shape, c.lbias, false);
     in.bias.fill_random(rng);
   }
   if (c.epi.bias >= 0) {

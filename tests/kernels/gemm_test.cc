@@ -116,6 +116,34 @@ TEST(GemmDifferential, AlphaBetaAndAddmmBiasKinds) {
   }
 }
 
+// Contiguous biases (row, column, row- and column-major matrix) of the
+// accumulation dtype take the blas family's row-copy path, other dtypes
+// its conversion; row- and column-major outputs, beta 1 and not, with and
+// without an epilogue (its vectorised pass).
+TEST(GemmDifferential, AddmmContiguousBiasKinds) {
+  int seed = 350;
+  for (DType dt : {DType::kF32, DType::kF64, DType::kBF16})
+    for (int kind : {0, 1, 2, 3})
+      for (double beta : {1.0, -2.0}) {
+        Case c;
+        c.op = GemmOp::kAddmm;
+        c.in = c.out = dt;
+        c.m = 13;
+        c.n = 37;
+        c.k = 19;
+        c.addmm_bias = kind == 3 ? 2 : kind;
+        c.lbias = kind == 3 ? 'T' : 'N';
+        c.beta = beta;
+        c.lo = seed % 2 ? 'T' : 'N';
+        c.threads = 2;
+        if (beta == 1.0) {
+          c.epi.has_activation = true;
+          c.epi.activation = Activation::kGeluTanh;
+        }
+        check_case(c, ++seed);
+      }
+}
+
 TEST(GemmDifferential, BmmWithStridedBatches) {
   int seed = 400;
   for (DType dt : {DType::kF32, DType::kBF16})

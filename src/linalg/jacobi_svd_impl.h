@@ -19,17 +19,15 @@ namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 constexpr int kSvdMaxSweeps = 30;
 constexpr int64_t kSvdBlock = 32;  // columns per block of the pair ordering
 
-// Householder QR with column pivoting of A (m x n): R above the diagonal,
-// reflectors below, tau[min(m, n)], perm[j] = the column of A now at j
-// (LAPACK geqp3 without blocking, with its norm downdating).
-template <class T> void geqp3(Mat<T> A, T* tau, int64_t* perm, T* vn1, T* vn2, int threads) {
+constexpr int64_t kQp3Block = 32;      // columns per block of geqp3
+constexpr int64_t kQp3Unblocked = 64;  // its last columns, unblocked
+
+// Householder QR with column pivoting of A (m x n) from column j0 on, one
+// column at a time (LAPACK laqp2), norms in vn1, vn2 (LAPACK's downdating).
+template <class T> void geqp2(Mat<T> A, int64_t j0, T* tau, int64_t* perm, T* vn1, T* vn2, int threads) {
   const int64_t m = A.m, n = A.n, k = std::min(m, n);
   const T tol3z = std::sqrt(std::numeric_limits<T>::epsilon());
-  for (int64_t j = 0; j < n; ++j) {
-    perm[j] = j;
-    vn1[j] = vn2[j] = nrm2(m, A.col(j));
-  }
-  for (int64_t i = 0; i < k; ++i) {
+  for (int64_t i = j0; i < k; ++i) {
     int64_t p = i;
     for (int64_t j = i + 1; j < n; ++j)
       if (vn1[j] > vn1[p]) p = j;
@@ -68,6 +66,136 @@ template <class T> void geqp3(Mat<T> A, T* tau, int64_t* perm, T* vn1, T* vn2, i
     }
     A(i, i) = beta;
   }
+}
+
+// y[j - j0] = t A(r0:, j)ᵀ v[r0:] for the columns [j0, j1) of A. v is
+// zero where it starts below r0, and r0 a multiple of the vector width, so
+// that the loads stay aligned; four columns share each load of v, with two
+// accumulators each. This is most of geqp3's time: it is bound by loads.
+template <class T> void scaled_dots(Mat<T> A, int64_t r0, const T* v, T t, int64_t j0, int64_t j1, T* y) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const int64_t m = A.m;
+  int64_t j = j0;
+  for (; j + 4 <= j1; j += 4) {
+    const T* x[4] = {A.col(j), A.col(j + 1), A.col(j + 2), A.col(j + 3)};
+    V a[4] = {V::zero(), V::zero(), V::zero(), V::zero()}, b[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
+    int64_t i = r0;
+    for (; i + 2 * W <= m; i += 2 * W) {
+      const V v0 = V::load(v + i), v1 = V::load(v + i + W);
+      for (int c = 0; c < 4; ++c) {
+        a[c] = fma(V::load(x[c] + i), v0, a[c]);
+        b[c] = fma(V::load(x[c] + i + W), v1, b[c]);
+      }
+    }
+    for (; i < m; i += W) {
+      const int r = static_cast<int>(std::min<int64_t>(W, m - i));
+      const V v0 = V::load_n(v + i, r);
+      for (int c = 0; c < 4; ++c) a[c] = fma(V::load_n(x[c] + i, r), v0, a[c]);
+    }
+    for (int c = 0; c < 4; ++c) y[j + c - j0] = t * reduce_add(a[c] + b[c]);
+  }
+  for (; j < j1; ++j) y[j - j0] = t * dot(m - r0, A.col(j) + r0, v + r0);
+}
+
+// Up to nb pivoted columns from column j0 (LAPACK laqps): the trailing
+// columns below row j0 + k are left stale, their updates gathered in F
+// ((n - j0) x nb, A(j0:, trailing) <- A - V Fᵀ) and applied by one GEMM at
+// the end; row j0 + k is brought up to date at step k for the norm
+// downdates. Stops after a step that finds a norm to recompute (it is
+// recomputed once the trailing columns are current). Returns the columns
+// done; row, aux and vz (aligned) are scratch of n - j0, nb and m.
+template <class T>
+int64_t laqps(Mat<T> A, int64_t j0, int64_t nb, T* tau, int64_t* perm, T* vn1, T* vn2, Mat<T> F, T* row, T* aux,
+              T* vz, std::vector<int64_t>& stale, int threads) {
+  const int64_t m = A.m, n = A.n, nc = n - j0, last = std::min(m, n);
+  const T tol3z = std::sqrt(std::numeric_limits<T>::epsilon());
+  stale.clear();
+  int64_t k = 0;
+  for (; k < nb && stale.empty(); ++k) {
+    const int64_t c = j0 + k;  // the column and row of this step
+    int64_t p = c;
+    for (int64_t j = c + 1; j < n; ++j)
+      if (vn1[j] > vn1[p]) p = j;
+    if (p != c) {
+      std::swap_ranges(A.col(c), A.col(c) + m, A.col(p));
+      for (int64_t i = 0; i < k; ++i) std::swap(F(k, i), F(p - j0, i));
+      std::swap(perm[c], perm[p]);
+      vn1[p] = vn1[c];
+      vn2[p] = vn2[c];
+    }
+    T* v = A.col(c) + c;
+    for (int64_t i = 0; i < k; ++i) axpy(m - c, -F(k, i), A.col(j0 + i) + c, v);
+    const T t = tau[c] = larfg(m - c, v[0], v + 1);
+    const T akk = v[0];
+    v[0] = T(1);
+    // F(k+1:, k) = t A(c:, c+1:)ᵀ v, from the stale columns, then corrected
+    // by the earlier reflectors: F(:, k) -= t F(:, 0:k) V(c:, 0:k)ᵀ v.
+    const int64_t r0 = c / Vec<T>::W * Vec<T>::W;
+    std::fill(vz + r0, vz + c, T(0));
+    std::memcpy(vz + c, v, sizeof(T) * (m - c));
+    auto fcol = [&](int64_t ja, int64_t jb) { scaled_dots(A, r0, vz, t, ja, jb, F.col(k) + (ja - j0)); };
+    const int64_t cols = n - c - 1;
+    if (threads > 1 && cols >= 2 && 2 * cols * (m - c) >= fork_join_flops()) {
+      const int64_t tasks = std::min<int64_t>(threads, cols);
+      ThreadPool::global().parallel_for(tasks, threads, [&](int64_t q, int) {
+        fcol(c + 1 + cols * q / tasks, c + 1 + cols * (q + 1) / tasks);
+      });
+    } else {
+      fcol(c + 1, n);
+    }
+    for (int64_t i = 0; i <= k; ++i) F(i, k) = T(0);
+    scaled_dots(A, r0, vz, -t, j0, c, aux);
+    for (int64_t i = 0; i < k; ++i) axpy(nc, aux[i], F.col(i), F.col(k));
+    // Row c of the trailing columns <- current: A(c, :) -= A(c, j0:c] F(:, 0:k]ᵀ.
+    std::fill(row, row + nc, T(0));
+    for (int64_t i = 0; i <= k; ++i) axpy(n - c - 1, A(c, j0 + i), F.col(i) + k + 1, row + k + 1);
+    for (int64_t j = c + 1; j < n; ++j) A(c, j) -= row[j - j0];
+    if (c + 1 < last) {
+      for (int64_t j = c + 1; j < n; ++j) {
+        if (vn1[j] == T(0)) continue;
+        const T r = std::abs(A(c, j)) / vn1[j];
+        const T temp = std::max(T(0), (T(1) + r) * (T(1) - r));
+        const T ratio = vn1[j] / vn2[j];
+        if (temp * ratio * ratio <= tol3z) stale.push_back(j);
+        else vn1[j] *= std::sqrt(temp);
+      }
+    }
+    v[0] = akk;
+  }
+  const int64_t r = j0 + k;
+  if (k < std::min(nc, m - j0))
+    gemm(false, true, T(-1), A.sub(r, j0, m - r, k), F.sub(k, 0, nc - k, k), T(1), A.sub(r, r, m - r, n - r),
+         threads);
+  for (int64_t j : stale) vn1[j] = vn2[j] = nrm2(m - r, A.col(j) + r);
+  return k;
+}
+
+// Householder QR with column pivoting of A (m x n): R above the diagonal,
+// reflectors below, tau[min(m, n)], perm[j] = the column of A now at j
+// (LAPACK geqp3: blocks of kQp3Block columns whose trailing update is one
+// GEMM, half the flops, the other half still matrix-vector).
+template <class T> void geqp3(Mat<T> A, T* tau, int64_t* perm, T* vn1, T* vn2, int threads) {
+  const int64_t m = A.m, n = A.n, k = std::min(m, n);
+  for (int64_t j = 0; j < n; ++j) {
+    perm[j] = j;
+    vn1[j] = vn2[j] = nrm2(m, A.col(j));
+  }
+  int64_t j = 0;
+  if (k > kQp3Unblocked + kQp3Block) {
+    Buffer<T> buf;
+    T* cur = buf.get(carve_size<T>(n, kQp3Block) + carve_size<T>(m, 1) + static_cast<size_t>(n + kQp3Block) + 16);
+    Mat<T> F = carve<T>(cur, n, kQp3Block);
+    T* vz = carve<T>(cur, m, 1).p;
+    T* row = cur;
+    T* aux = row + n + 8;
+    std::vector<int64_t> stale;
+    while (j < k - kQp3Unblocked) {
+      const int64_t jb = std::min(kQp3Block, k - kQp3Unblocked - j);
+      j += laqps(A, j, jb, tau, perm, vn1, vn2, F.sub(0, 0, n - j, jb), row, aux, vz, stale, threads);
+    }
+  }
+  geqp2(A, j, tau, perm, vn1, vn2, threads);
 }
 
 // The rotation [c s; -s c] that makes columns p and q orthogonal, given
@@ -399,12 +527,28 @@ template <class T> int one_sided_jacobi(Mat<T> X, Mat<T> W, T* nrm2v, int thread
   return result;
 }
 
+// C = L B + beta C for L (n x n) lower triangular with zeros stored above
+// the diagonal: GEMMs on halves, which skip most of the zeros (about half
+// the flops of one GEMM).
+template <class T> void trmm_lower(Mat<T> L, Mat<T> B, T beta, Mat<T> C, int threads) {
+  const int64_t n = L.n, k = B.n;
+  if (n <= 4 * kSvdBlock) {
+    gemm(false, false, T(1), L, B, beta, C, threads);
+    return;
+  }
+  const int64_t n1 = split_half(n), n2 = n - n1;
+  const Mat<T> B1 = B.sub(0, 0, n1, k), C2 = C.sub(n1, 0, n2, k);
+  trmm_lower(L.sub(0, 0, n1, n1), B1, beta, C.sub(0, 0, n1, k), threads);
+  gemm(false, false, T(1), L.sub(n1, 0, n2, n1), B1, beta, C2, threads);
+  trmm_lower(L.sub(n1, n1, n2, n2), B.sub(n1, 0, n2, k), T(1), C2, threads);
+}
+
 // One-sided Jacobi on the lower triangular X (n x n), W (n x n) <- the
 // accumulated rotations when W.p is set, cheaper (after dgejsv's idea of
 // not accumulating rotations): the first sweeps run on a float copy of X
 // alone (16 lanes, and 8n instead of 14n flops per rotation); W1 = X₀⁻¹ X_f
 // (X₀ the input) is made exactly orthogonal by QR and X <- X₀ W1 (one
-// GEMM, which keeps row-wise relative accuracy, X₀ being graded by rows);
+// product, which keeps row-wise relative accuracy, X₀ being graded by rows);
 // then the sweeps run on X in T with W = W1. X₀ W1 is orthogonal to about
 // float precision, so they converge quadratically, in two or three. Any
 // orthogonal W1 gives the same result, a poor one only costs sweeps; but
@@ -448,7 +592,7 @@ int one_sided_jacobi_deferred(Mat<T> X, Mat<T> W, T* nrm2v, Buffer<T>& buf, QrSc
     const Mat<T> W1 = W.p ? W : Wt;
     geqrf(G, tau, s, threads);
     orgqr(G, tau, W1, s, threads);
-    gemm(false, false, T(1), X0, W1, T(0), X, threads);
+    trmm_lower(X0, W1, T(0), X, threads);
     for (int64_t j = 0; j < n && ok; ++j) {
       const T now = dot(n, X.col(j), X.col(j)), was = static_cast<T>(nf[j]);
       ok = std::abs(now - was) <= T(0.25) * was;

@@ -31,6 +31,23 @@ void store_svd(const SvdJob& job, int64_t b, bool tall, const T* sigma, Mat<T> U
   }
 }
 
+// D (n x n) <- the transposed upper triangle of S's first n rows, zeros
+// above the diagonal, in 8 x 8 tiles (reading S by rows one at a time
+// walks a new cache line per element).
+template <class T> void transposed_upper(Mat<T> S, Mat<T> D) {
+  const int64_t n = D.n;
+  for (int64_t j = 0; j < n; ++j) std::fill(D.col(j), D.col(j) + j, T(0));
+  for (int64_t j0 = 0; j0 < n; j0 += 8)
+    for (int64_t i0 = j0; i0 < n; i0 += 8) {
+      if (i0 > j0 && i0 + 8 <= n) {
+        transpose8(S.col(i0) + j0, S.ld, D.col(j0) + i0, D.ld);
+        continue;
+      }
+      for (int64_t j = j0; j < std::min(j0 + 8, n); ++j)
+        for (int64_t i = std::max(i0, j); i < std::min(i0 + 8, n); ++i) D(i, j) = S(j, i);
+    }
+}
+
 template <class T> struct SvdScratch {
   Buffer<T> buf, aux, defer;
   QrScratch<T> qr;
@@ -93,14 +110,12 @@ template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, 
   }
   // Second preconditioning (Drmač's dgejsv): Rᵀ = Q2 R2, Jacobi on R2ᵀ,
   // whose columns are much closer to orthogonal than those of Rᵀ.
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < n; ++i) X(i, j) = i >= j ? Ap(j, i) : T(0);  // Rᵀ
+  transposed_upper(Ap, X);  // Rᵀ
   T* tau2 = sig + n + 8;
   geqrf(X, tau2, s.qr, threads);
   T* cur2 = s.aux.get(2 * carve_size<T>(n, n));
   Mat<T> X2 = carve<T>(cur2, n, n), Vo = carve<T>(cur2, n, n);
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < n; ++i) X2(i, j) = i >= j ? X(j, i) : T(0);  // R2ᵀ
+  transposed_upper(X, X2);  // R2ᵀ
   if (want) set_identity(Wm);
   const Mat<T> Wopt = want ? Wm : Mat<T>{};
   const int sweeps = n >= kSvdDeferMin ? one_sided_jacobi_deferred(X2, Wopt, nrm, s.defer, s.qr, threads)

@@ -302,6 +302,35 @@ TEST_P(SvdTest, DeferredRotationsOnLargerMatrices) {
   check_graded<float>(1, 80, 70, 0, 6);
 }
 
+// From min(m, n) = 97 the pivoted QR runs in blocks of 32 columns whose
+// trailing update waits for the block's end, the pivots chosen from
+// downdated norms; a block stops early where a norm must be recomputed
+// (the rank-40 product). Tall and wide, f32 and f64, one and two threads,
+// dependent columns, grading.
+TEST_P(SvdTest, BlockedPivotedQr) {
+  check_svd<double>(1, 180, 160, false, false, 2);
+  check_svd<float>(1, 150, 170, true, true, 1);
+  Mats<double> r(1, 170, 150);
+  fill_normal(r);
+  for (int64_t i = 0; i < 170; ++i) {
+    r(0, i, 3) = 0;
+    r(0, i, 40) = r(0, i, 1) - 2 * r(0, i, 2);
+    for (int64_t j = 100; j < 150; ++j) r(0, i, j) = r(0, i, j - 100) + r(0, i, j - 99);
+  }
+  check_structured(r, true);
+  check_structured(r, false);
+  Mats<double> left(1, 160, 40), right(1, 40, 140), low(1, 160, 140);  // rank 40: norms drop inside a block
+  fill_normal(left);
+  fill_normal(right);
+  for (int64_t i = 0; i < 160; ++i)
+    for (int64_t j = 0; j < 140; ++j)
+      for (int64_t p = 0; p < 40; ++p) low(0, i, j) += left(0, i, p) * right(0, p, j);
+  check_structured(low, false);
+  check_graded<double>(1, 150, 150, 0, 14);
+  check_graded<double>(1, 160, 130, 7, 7);
+  check_graded<float>(1, 140, 130, 0, 6);
+}
+
 TEST_P(SvdTest, EdgeShapesAndErrors) {
   Mats<double> a(1, 0, 3), u(1, 0, 0), vh(1, 3, 3);
   Vecs<double> s(1, 0);

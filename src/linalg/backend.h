@@ -4,7 +4,11 @@
 // that the two never meet at link time; backend() picks one at run time.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+
 #include "linalg/operand.h"
+#include "sinew/core/thread_pool.h"
 
 namespace sinew::linalg::detail {
 
@@ -104,6 +108,21 @@ const std::string& gemm_family();
 // fork-join of the thread pool, and on a busy machine a descheduled worker
 // stalls it.
 int64_t fork_join_flops();
+
+// f(lo', hi') over [lo, hi) cut into up to `threads` equal ranges, one per
+// pool task, when the step's work (`flops`) is worth a fork-join; else
+// f(lo, hi) on this thread.
+template <class F> void split_columns(int64_t lo, int64_t hi, int threads, int64_t flops, F&& f) {
+  const int64_t cols = hi - lo;
+  if (threads > 1 && cols >= 2 && flops >= fork_join_flops()) {
+    const int64_t tasks = std::min<int64_t>(threads, cols);
+    ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
+      f(lo + cols * t / tasks, lo + cols * (t + 1) / tasks);
+    });
+  } else {
+    f(lo, hi);
+  }
+}
 
 // C (m x n, column-major with leading dimension ldc) = alpha op(A) op(B) +
 // beta C through kernels::mm, op(X) = Xᵀ when tX. Defined here, outside the

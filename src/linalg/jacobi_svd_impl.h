@@ -55,15 +55,7 @@ template <class T> void geqp2(Mat<T> A, int64_t j0, T* tau, int64_t* perm, T* vn
         }
       }
     };
-    const int64_t cols = n - i - 1;
-    if (threads > 1 && cols >= 2 && 4 * cols * (m - i) >= fork_join_flops()) {
-      const int64_t tasks = std::min<int64_t>(threads, cols);
-      ThreadPool::global().parallel_for(tasks, threads, [&](int64_t t, int) {
-        update(i + 1 + cols * t / tasks, i + 1 + cols * (t + 1) / tasks);
-      });
-    } else {
-      update(i + 1, n);
-    }
+    split_columns(i + 1, n, threads, 4 * (n - i - 1) * (m - i), update);
     A(i, i) = beta;
   }
 }
@@ -135,15 +127,7 @@ int64_t laqps(Mat<T> A, int64_t j0, int64_t nb, T* tau, int64_t* perm, T* vn1, T
     std::fill(vz + r0, vz + c, T(0));
     std::memcpy(vz + c, v, sizeof(T) * (m - c));
     auto fcol = [&](int64_t ja, int64_t jb) { scaled_dots(A, r0, vz, t, ja, jb, F.col(k) + (ja - j0)); };
-    const int64_t cols = n - c - 1;
-    if (threads > 1 && cols >= 2 && 2 * cols * (m - c) >= fork_join_flops()) {
-      const int64_t tasks = std::min<int64_t>(threads, cols);
-      ThreadPool::global().parallel_for(tasks, threads, [&](int64_t q, int) {
-        fcol(c + 1 + cols * q / tasks, c + 1 + cols * (q + 1) / tasks);
-      });
-    } else {
-      fcol(c + 1, n);
-    }
+    split_columns(c + 1, n, threads, 2 * (n - c - 1) * (m - c), fcol);
     for (int64_t i = 0; i <= k; ++i) F(i, k) = T(0);
     scaled_dots(A, r0, vz, -t, j0, c, aux);
     for (int64_t i = 0; i < k; ++i) axpy(nc, aux[i], F.col(i), F.col(k));

@@ -26,7 +26,8 @@ struct GemvArgs {
   const float* x_nibble_order = nullptr;
   // NVFP4 on AVX-512 only, m = 1: x with each 128-element chunk transposed
   // as a 16 x 8 matrix (element 8l + j at 16j + l: vector j holds the j-th
-  // weight of each 4-byte lane), zero from k to a multiple of kKStep.
+  // weight of each 4-byte lane), zero from k to a multiple of kKStep;
+  // 64-byte aligned.
   const float* x_transposed = nullptr;
   const uint8_t* w = nullptr;  // weight row n at w + n * ldw bytes
   int64_t ldw = 0;

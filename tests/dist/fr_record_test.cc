@@ -50,48 +50,60 @@ ProcessGroupPtr make_group(const StorePtr& store, int rank, int size, const std:
 
 nlohmann::json j(const char* text) { return nlohmann::json::parse(text); }
 
-TEST(FrRecord, ShapesOfEveryRankUpToFourDimsAndPastThem) {
-  ASSERT_TRUE(kOwnDumpPrefix);
-  reset_flight_recorder();
-  auto pg = make_group(make_memory_store(), 0, 1, "fr_shapes");
+// The ops of the shapes tests: every rank of `pg` issues them.
+void issue_shape_ops(ProcessGroup& pg) {
+  const int64_t w = pg.size();
   std::vector<double> buf(64, 1.0);
   int32_t scalar = 3;
-  pg->allreduce(TensorView(&scalar, DType::kI32, {}))->wait();
-  pg->allreduce(TensorView(buf.data(), DType::kF32, {8, 4}))->wait();
-  pg->allreduce(TensorView(buf.data(), DType::kF64, {2, 3, 4}))->wait();
-  pg->allreduce(TensorView(buf.data(), DType::kI64, {2, 1, 3, 2}))->wait();
-  pg->broadcast(TensorView(buf.data(), DType::kF32, {2, 1, 1, 3, 2}), 0)->wait();
-  std::vector<float> in(6, 1.0f), out(6), out_list(6);
-  pg->allgather_into_tensor(TensorView(out.data(), DType::kF32, {1, 6}), TensorView::flat(in.data(), DType::kF32, 6))
+  pg.allreduce(TensorView(&scalar, DType::kI32, {}))->wait();
+  pg.allreduce(TensorView(buf.data(), DType::kF32, {8, 4}))->wait();
+  pg.allreduce(TensorView(buf.data(), DType::kF64, {2, 3, 4}))->wait();
+  pg.allreduce(TensorView(buf.data(), DType::kI64, {2, 1, 3, 2}))->wait();
+  pg.broadcast(TensorView(buf.data(), DType::kF32, {2, 1, 1, 3, 2}), 0)->wait();
+  std::vector<float> in(6, 1.0f), out(6 * w), out_list(6 * w);
+  pg.allgather_into_tensor(TensorView(out.data(), DType::kF32, {w, 6}), TensorView::flat(in.data(), DType::kF32, 6))
       ->wait();
-  pg->allgather({TensorView(out_list.data(), DType::kF32, {2, 3})}, TensorView(in.data(), DType::kF32, {2, 3}))
-      ->wait();
-  pg->barrier()->wait();
+  std::vector<TensorView> outs;
+  for (int64_t r = 0; r < w; ++r) outs.emplace_back(out_list.data() + 6 * r, DType::kF32, std::vector<int64_t>{2, 3});
+  pg.allgather(outs, TensorView(in.data(), DType::kF32, {2, 3}))->wait();
+  pg.barrier()->wait();
+  // Past the size that runs on the calling thread: handed to the group's
+  // worker thread.
+  std::vector<float> big(32768, 1.0f);
+  pg.allreduce(TensorView(big.data(), DType::kF32, {32768}))->wait();
+}
 
-  auto d = fr_dump();
-  EXPECT_EQ(d["exact_timing"], false);
-  auto es = fr_entries_of(d, "fr_shapes@e0");
-  ASSERT_EQ(es.size(), 8u) << d.dump(1);
+// Each rank's records of issue_shape_ops() on a group of `w` ranks.
+void check_shape_entries(const nlohmann::json& d, const std::string& pg_id, int w) {
+  auto es = fr_entries_of(d, pg_id);
+  nlohmann::json gathered = nlohmann::json::array();
+  for (int r = 0; r < w; ++r) gathered.push_back({2, 3});
   const std::vector<std::tuple<std::string, nlohmann::json, nlohmann::json, nlohmann::json>> want = {
       {"sinew:allreduce", j("[[]]"), j("[[]]"), j(R"(["Int"])")},
       {"sinew:allreduce", j("[[8, 4]]"), j("[[8, 4]]"), j(R"(["Float"])")},
       {"sinew:allreduce", j("[[2, 3, 4]]"), j("[[2, 3, 4]]"), j(R"(["Double"])")},
       {"sinew:allreduce", j("[[2, 1, 3, 2]]"), j("[[2, 1, 3, 2]]"), j(R"(["Long"])")},
       {"sinew:broadcast", j("[[12]]"), j("[[12]]"), j(R"(["Float"])")},  // past four dims: the element count
-      {"sinew:allgather_into_tensor", j("[[6]]"), j("[[1, 6]]"), j(R"(["Float"])")},
-      {"sinew:allgather", j("[[2, 3]]"), j("[[2, 3]]"), j(R"(["Float"])")},
+      {"sinew:allgather_into_tensor", j("[[6]]"), nlohmann::json::array({{w, 6}}), j(R"(["Float"])")},
+      {"sinew:allgather", j("[[2, 3]]"), gathered, j(R"(["Float"])")},
       {"sinew:barrier", j("[]"), j("[]"), j("[]")},
+      {"sinew:allreduce", j("[[32768]]"), j("[[32768]]"), j(R"(["Float"])")},
   };
-  for (size_t i = 0; i < want.size(); ++i) {
-    const auto& e = es[i];
-    const auto& [op, in_sizes, out_sizes, dtypes] = want[i];
+  ASSERT_EQ(es.size(), want.size() * w) << d.dump(1);
+  std::vector<int> seen(want.size(), 0);
+  for (const auto& e : es) {
     SCOPED_TRACE(e.dump());
+    const size_t i = e["collective_seq_id"].get<size_t>() - 1;
+    ASSERT_LT(i, want.size());
+    ++seen[i];
+    const auto& [op, in_sizes, out_sizes, dtypes] = want[i];
     EXPECT_EQ(e["profiling_name"], op);
-    EXPECT_EQ(e["collective_seq_id"], i + 1);
     EXPECT_EQ(e["input_sizes"], in_sizes);
     EXPECT_EQ(e["output_sizes"], out_sizes);
     EXPECT_EQ(e["input_dtypes"], dtypes);
-    EXPECT_EQ(e["output_dtypes"], dtypes);
+    nlohmann::json out_dtypes = nlohmann::json::array();  // one per output, all of the op's dtype
+    for (size_t k = 0; k < out_sizes.size(); ++k) out_dtypes.push_back(dtypes[0]);
+    EXPECT_EQ(e["output_dtypes"], out_dtypes);
     EXPECT_EQ(e["input_count"], in_sizes.size());
     EXPECT_EQ(e["output_count"], out_sizes.size());
     EXPECT_EQ(e["state"], "completed");
@@ -102,10 +114,36 @@ TEST(FrRecord, ShapesOfEveryRankUpToFourDimsAndPastThem) {
     EXPECT_LE(e["time_discovered_started_ns"].get<int64_t>(), e["time_discovered_completed_ns"].get<int64_t>());
     EXPECT_TRUE(e["frames"].empty());
   }
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(seen[i], w) << "records of collective #" << i + 1;
+}
+
+TEST(FrRecord, ShapesOfEveryRankUpToFourDimsAndPastThem) {
+  ASSERT_TRUE(kOwnDumpPrefix);
+  reset_flight_recorder();
+  auto pg = make_group(make_memory_store(), 0, 1, "fr_shapes");
+  issue_shape_ops(*pg);
+  auto d = fr_dump();
+  EXPECT_EQ(d["exact_timing"], false);
+  check_shape_entries(d, "fr_shapes@e0", 1);
   const auto& st = d["pg_status"]["fr_shapes@e0"];
-  EXPECT_EQ(st["last_enqueued_collective"], 8);
-  EXPECT_EQ(st["last_started_collective"], 8);
-  EXPECT_EQ(st["last_completed_collective"], 8);
+  EXPECT_EQ(st["last_enqueued_collective"], 9);
+  EXPECT_EQ(st["last_started_collective"], 9);
+  EXPECT_EQ(st["last_completed_collective"], 9);
+}
+
+// Over shared memory small ops run inline on the issuing thread and are
+// stamped from their waits' clock reads, and a larger op runs on the
+// group's thread: the records hold the same fields as on one rank.
+TEST(FrRecord, TwoRanksOverSharedMemoryRecordTheSameFields) {
+  ASSERT_TRUE(kOwnDumpPrefix);
+  reset_flight_recorder();
+  auto store = make_memory_store();
+  testing::run_ranks(2, [&](int r) {
+    auto pg = make_group(store, r, 2, "fr_shapes_shm");
+    pg->wait_ready(Deadline::after(Millis(30000)));
+    issue_shape_ops(*pg);
+  });
+  check_shape_entries(fr_dump(), "fr_shapes_shm@e0", 2);
 }
 
 TEST(FrRecord, AnOpStillRunningIsStartedWithNoCompletionAndNamesWhoItAwaits) {

@@ -1,11 +1,15 @@
 // One ISA's copy of the SVD (see backend.h): included by svd_generic.cc and
 // svd_avx512.cc.
+#include <optional>
+
+#include "linalg/tridiagonal_dc.h"  // before the ISA's target pragma: compiled once, outside the copies
 #include "linalg/isa_begin.h"
 #include "linalg/simd.h"
 #include "linalg/dense.h"
 #include "linalg/compact.h"
 #include "linalg/cholesky_impl.h"
 #include "linalg/householder_impl.h"
+#include "linalg/tridiagonal_impl.h"
 #include "linalg/jacobi_svd_impl.h"
 
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
@@ -49,7 +53,8 @@ template <class T> void transposed_upper(Mat<T> S, Mat<T> D) {
 }
 
 template <class T> struct SvdScratch {
-  Buffer<T> buf, aux, defer;
+  Buffer<T> buf, aux;
+  DeferScratch<T> defer;
   QrScratch<T> qr;
   std::vector<int64_t> perm_c, perm_r, order;
   std::vector<char> good;
@@ -118,7 +123,7 @@ template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, 
   transposed_upper(X, X2);  // R2ᵀ
   if (want) set_identity(Wm);
   const Mat<T> Wopt = want ? Wm : Mat<T>{};
-  const int sweeps = n >= kSvdDeferMin ? one_sided_jacobi_deferred(X2, Wopt, nrm, s.defer, s.qr, threads)
+  const int sweeps = n >= kSvdDeferMin ? one_sided_jacobi_deferred(X2, Wopt, nrm, s.defer, threads)
                                        : one_sided_jacobi(X2, Wopt, nrm, threads);
   if (sweeps > kSvdMaxSweeps) {
     job.log->record({b, FailKind::kNoConvergence, kSvdMaxSweeps, 0, 0.0});
@@ -293,6 +298,8 @@ template <class T> void svd_job(const SvdJob& job) {
     });
     return;
   }
+  std::optional<BlasThreadsScope> blas_threads;  // for stedc in one_sided_jacobi_deferred
+  if (k >= kSvdDeferMin) blas_threads.emplace(count == 1 ? job.threads : 1);  // what for_each_matrix gives each
   for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) { svd_one<T>(job, b, scratch[w], threads); });
 }
 

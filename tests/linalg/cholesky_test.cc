@@ -289,6 +289,59 @@ TEST_P(CholeskyTest, InPlaceErrorsNameThePivotAndTheEntry) {
       }
 }
 
+// A batch on the compact path (count not a multiple of W, so a partial
+// last group) with matrices that fail in the middle of a full group: the
+// lowest failing index is named, with LAPACK's pivot or the non-finite
+// entry, whichever thread meets which failure first.
+template <class T> void check_compact_failures(int64_t count, int64_t n, bool colmajor, bool upper, int threads) {
+  SCOPED_TRACE(::testing::Message() << "count " << count << " n " << n << " colmajor " << colmajor << " upper "
+                                    << upper << " threads " << threads << " bytes " << sizeof(T));
+  const int64_t p = n - 2, first = 19, later = count - 2, nan_at = 11;
+  Mats<T> bad(1, n, n);
+  fill_failing_at(bad, p);
+  int info = 0;
+  lapack_factor(bad, 0, info);
+  ASSERT_EQ(info, p + 1);
+  Mats<T> a(count, n, n, colmajor);
+  fill_spd(a);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) a(first, i, j) = a(later, i, j) = bad(0, i, j);
+  a(later, 1, 1) = -a(later, 1, 1);  // fails at an earlier pivot, in a later matrix
+  Mats<T> l(count, n, n);
+  try {
+    cholesky(a.view(), l.view(), {upper, threads});
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(first) + "]'"));
+    EXPECT_THAT(e.what(), HasSubstr("pivot " + std::to_string(p) + " is -"));
+  }
+  const int64_t r = upper ? 2 : 5, c = upper ? 5 : 2;
+  a(nan_at, r, c) = std::numeric_limits<T>::quiet_NaN();
+  try {
+    cholesky(a.view(), l.view(), {upper, threads});
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(nan_at) + "]'"));
+    EXPECT_THAT(e.what(), HasSubstr("nan at row " + std::to_string(r) + ", column " + std::to_string(c)));
+  }
+}
+
+TEST_P(CholeskyTest, CompactBatchesMatchLapackAndNameTheLowestFailure) {
+  for (int threads : {1, 2}) {
+    check_compact_failures<double>(45, 32, false, false, threads);
+    check_compact_failures<float>(45, 32, true, true, threads);
+    check_compact_failures<double>(45, 13, true, true, threads);
+    check_compact_failures<float>(45, 13, false, false, threads);
+  }
+  // Several runs of groups per thread.
+  check_cholesky<double>(261, 32, true, false, 2);
+  check_cholesky<float>(517, 32, false, true, 2);
+  check_cholesky<float>(70, 31, true, false, 1);
+  // Contiguous (moved by lines) and padded (by columns), NaN in the triangle not read.
+  check_layouts<double>(19, 32, 2);
+  check_layouts<float>(37, 13, 1);
+}
+
 // ‖op(A) X − B‖_F / (n ε ‖A‖_F ‖X‖_F) for the triangular part of a.
 template <class T>
 double solve_residual(const Mats<T>& a, const Mats<T>& x, const Mats<T>& bm, int64_t b, bool upper, bool left,

@@ -275,17 +275,18 @@ TEST_P(SvdTest, GradedMatricesKeepSmallSingularValuesAccurate) {
   check_graded<float>(17, 16, 16, 4, 5);
 }
 
-// From n = 64 the rotations are deferred (Jacobi on X alone, then W from a
-// triangular solve made orthogonal by QR, then sweeps with W): sizes that
-// leave a partial 32-column block, tall and wide, thin and full, f32 and
-// f64, one and two threads, rank-deficient (a singular triangular factor,
-// the fallback), and graded.
+// From n = 64 the sweeps start from the eigenvectors W of the Gram matrix
+// XᵀX: sizes that leave a partial 32-column block, tall and wide, thin and
+// full, f32 and f64, one and two threads, a batch, rank-deficient (a singular
+// triangular factor: the restart from W = I), graded mildly enough for W to
+// be kept, and strongly (eigenvalues below ε_f64 ‖XᵀX‖: the restart).
 TEST_P(SvdTest, DeferredRotationsOnLargerMatrices) {
   check_svd<double>(1, 100, 100, false, false, 1);
   check_svd<double>(1, 130, 100, true, true, 2);
   check_svd<double>(1, 70, 130, false, false, 2);
   check_svd<float>(1, 130, 130, true, false, 2);
   check_svd<float>(1, 100, 66, false, true, 1);
+  check_svd<double>(3, 70, 66, false, false, 2);  // a batch: one matrix per thread
   Mats<double> r(1, 90, 80);
   fill_normal(r);
   for (int64_t i = 0; i < 90; ++i) {
@@ -297,7 +298,9 @@ TEST_P(SvdTest, DeferredRotationsOnLargerMatrices) {
   check_structured(r, false);
   Mats<float> z(1, 70, 80);
   check_structured(z, false);
-  check_graded<double>(1, 100, 100, 0, 14);
+  check_graded<double>(1, 100, 90, 0, 5);     // W passes the check
+  check_graded<double>(1, 120, 100, 0, 8);   // passes too, costing sweeps
+  check_graded<double>(1, 100, 100, 0, 14);  // fails it: the restart
   check_graded<double>(1, 110, 70, 7, 7);
   check_graded<float>(1, 80, 70, 0, 6);
 }

@@ -58,7 +58,8 @@ void issue_shape_ops(ProcessGroup& pg) {
   pg.allreduce(TensorView(&scalar, DType::kI32, {}))->wait();
   pg.allreduce(TensorView(buf.data(), DType::kF32, {8, 4}))->wait();
   pg.allreduce(TensorView(buf.data(), DType::kF64, {2, 3, 4}))->wait();
-  pg.allreduce(TensorView(buf.data(), DType::kI64, {2, 1, 3, 2}))->wait();
+  std::vector<int64_t> ints(12, 1);  // summed across ranks: small integers, not doubles' bits
+  pg.allreduce(TensorView(ints.data(), DType::kI64, {2, 1, 3, 2}))->wait();
   pg.broadcast(TensorView(buf.data(), DType::kF32, {2, 1, 1, 3, 2}), 0)->wait();
   std::vector<float> in(6, 1.0f), out(6 * w), out_list(6 * w);
   pg.allgather_into_tensor(TensorView(out.data(), DType::kF32, {w, 6}), TensorView::flat(in.data(), DType::kF32, 6))

@@ -864,6 +864,11 @@ class UcxTransport final : public Transport {
       if (!drain(flushing, until))
         SINEW_WARN(kUcx, "rank {}: UCX sends did not flush within {} ms; closing anyway", rank_,
                    kCloseTimeoutMs.get());
+      // Take in what peers sent: a TCP socket closed with unread bytes
+      // resets the connection, and the reset drops what the kernel still
+      // holds of our sends, which the flush counted as gone.
+      while (ucp_worker_progress(worker_) != 0) {
+      }
     }
     links_->close_if([](const Conn&) { return true; }, Deadline::after(Millis(kCloseTimeoutMs.get())));
     eps_.assign(size_, nullptr);

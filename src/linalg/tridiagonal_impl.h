@@ -43,19 +43,73 @@ template <class T> inline T dot_axpy(int64_t n, const T* a, const T* x, T alpha,
   return reduce_add(d0 + d1);
 }
 
+// y += the part of A x that the four stored columns j..j+3 of a symmetric A
+// (lower triangle) contribute. Below their diagonal block each pass loads a
+// stretch of y and x once for four columns: a column at a time, y's load and
+// store outnumbered the matrix's own loads (symv is most of sytrd's time).
+template <class T> inline void symv_lower_cols4(Mat<T> A, int64_t j, const T* x, T* y) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const int64_t n = A.n;
+  const T* c[4] = {A.col(j), A.col(j + 1), A.col(j + 2), A.col(j + 3)};
+  for (int k = 0; k < 4; ++k) {
+    y[j + k] += c[k][j + k] * x[j + k];
+    for (int i = k + 1; i < 4; ++i) {
+      y[j + i] += c[k][j + i] * x[j + k];
+      y[j + k] += c[k][j + i] * x[j + i];
+    }
+  }
+  const int64_t i0 = j + 4, m = n - i0;
+  const T *c0 = c[0] + i0, *c1 = c[1] + i0, *c2 = c[2] + i0, *c3 = c[3] + i0, *xs = x + i0;
+  T* ys = y + i0;
+  const V x0 = V::set1(x[j]), x1 = V::set1(x[j + 1]), x2 = V::set1(x[j + 2]), x3 = V::set1(x[j + 3]);
+  V d0 = V::zero(), d1 = V::zero(), d2 = V::zero(), d3 = V::zero();
+  int64_t i = 0;
+  for (; i + W <= m; i += W) {
+    const V a0 = V::load(c0 + i), a1 = V::load(c1 + i), a2 = V::load(c2 + i), a3 = V::load(c3 + i);
+    const V xv = V::load(xs + i);
+    d0 = fma(a0, xv, d0);
+    d1 = fma(a1, xv, d1);
+    d2 = fma(a2, xv, d2);
+    d3 = fma(a3, xv, d3);
+    fma(a3, x3, fma(a2, x2, fma(a1, x1, fma(a0, x0, V::load(ys + i))))).store(ys + i);
+  }
+  if (i < m) {
+    const int r = static_cast<int>(m - i);
+    const V a0 = V::load_n(c0 + i, r), a1 = V::load_n(c1 + i, r), a2 = V::load_n(c2 + i, r),
+            a3 = V::load_n(c3 + i, r);
+    const V xv = V::load_n(xs + i, r);
+    d0 = fma(a0, xv, d0);
+    d1 = fma(a1, xv, d1);
+    d2 = fma(a2, xv, d2);
+    d3 = fma(a3, xv, d3);
+    fma(a3, x3, fma(a2, x2, fma(a1, x1, fma(a0, x0, V::load_n(ys + i, r))))).store_n(ys + i, r);
+  }
+  y[j] += reduce_add(d0);
+  y[j + 1] += reduce_add(d1);
+  y[j + 2] += reduce_add(d2);
+  y[j + 3] += reduce_add(d3);
+}
+
 // y = A x for symmetric A stored in its lower triangle; with threads > 1 and
 // a large n the columns are split in two halves of equal work, each with its
-// own y.
+// own y. It reads the matrix for two flops an element and is bound by memory,
+// so it pays for a fork-join from a far smaller n than a step that computes:
+// from n² >= fork_join_flops() / kSymvForkJoinScale (eigh at n = 1024 on 2
+// threads: 164 ms with the plain threshold, where symv never split).
+constexpr int64_t kSymvForkJoinScale = 64;
 template <class T> void symv_lower(Mat<T> A, const T* x, T* y, T* y2, int threads) {
   const int64_t n = A.n;
   auto cols = [&](int64_t j0, int64_t j1, T* out) {
     std::fill(out, out + n, T(0));
-    for (int64_t j = j0; j < j1; ++j) {
+    int64_t j = j0;
+    for (; j + 4 <= j1; j += 4) symv_lower_cols4(A, j, x, out);
+    for (; j < j1; ++j) {
       const T* c = A.col(j);
       out[j] += c[j] * x[j] + dot_axpy(n - j - 1, c + j + 1, x + j + 1, x[j], out + j + 1);
     }
   };
-  if (threads < 2 || n * n < fork_join_flops() || !y2) {
+  if (threads < 2 || kSymvForkJoinScale * n * n < fork_join_flops() || !y2) {
     cols(0, n, y);
     return;
   }

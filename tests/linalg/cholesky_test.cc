@@ -326,6 +326,80 @@ template <class T> void check_compact_failures(int64_t count, int64_t n, bool co
   }
 }
 
+// In place, column-major lower or row-major upper (the path that factors
+// each matrix where it lies, one at a time): a batch matches LAPACK, and
+// failures in the middle of a thread's run name the lowest failing index
+// with LAPACK's pivot, or the first non-finite entry by rows.
+template <class T> void check_in_place_batch(int64_t count, int64_t n, bool upper, int threads) {
+  SCOPED_TRACE(::testing::Message() << "count " << count << " n " << n << " upper " << upper << " threads "
+                                    << threads << " bytes " << sizeof(T));
+  Mats<T> a(count, n, n);
+  fill_spd(a);
+  Strided<T> s = strided<T>(count, n, !upper, 0);
+  copy_triangle(a, s, upper);
+  cholesky(s.view(), s.view(), {upper, threads});
+  expect_factor(a, s, upper);
+  const int64_t p = n - 2, first = 19, later = count - 2, nan_at = 11;
+  Mats<T> bad(1, n, n);
+  fill_failing_at(bad, p);
+  int info = 0;
+  lapack_factor(bad, 0, info);
+  ASSERT_EQ(info, p + 1);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) a(first, i, j) = a(later, i, j) = bad(0, i, j);
+  a(later, 1, 1) = -a(later, 1, 1);  // fails at an earlier pivot, in a later matrix
+  copy_triangle(a, s, upper);
+  try {
+    cholesky(s.view(), s.view(), {upper, threads});
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(first) + "]'"));
+    EXPECT_THAT(e.what(), HasSubstr("pivot " + std::to_string(p) + " is -"));
+  }
+  const int64_t r = upper ? 2 : 5, c = upper ? 5 : 2;
+  copy_triangle(a, s, upper);
+  s(nan_at, r, c) = std::numeric_limits<T>::quiet_NaN();
+  s(nan_at, upper ? 1 : 6, upper ? 6 : 1) = std::numeric_limits<T>::infinity();  // first by columns, not rows
+  try {
+    cholesky(s.view(), s.view(), {upper, threads});
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(nan_at) + "]'"));
+    EXPECT_THAT(e.what(), HasSubstr("nan at row " + std::to_string(r) + ", column " + std::to_string(c)));
+  }
+  // Met late in the factorization, after a failed pivot: the entry is still
+  // named, the first by rows.
+  for (bool inf_too : {false, true}) {
+    copy_triangle(a, s, upper);
+    s(nan_at, 1, 1) = -s(nan_at, 1, 1);
+    const int64_t i = n - 1, j = inf_too ? 0 : n - 3;
+    s(nan_at, upper ? j : i, upper ? i : j) = std::numeric_limits<T>::quiet_NaN();
+    if (inf_too) s(nan_at, n - 2, n - 2) = std::numeric_limits<T>::infinity();
+    try {
+      cholesky(s.view(), s.view(), {upper, threads});
+      FAIL() << "expected InvalidArgument";
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(nan_at) + "]'"));
+      const std::string at = inf_too ? "inf at row " + std::to_string(n - 2) + ", column " + std::to_string(n - 2)
+                                     : "nan at row " + std::to_string(upper ? j : i) + ", column " +
+                                           std::to_string(upper ? i : j);
+      EXPECT_THAT(e.what(), HasSubstr(at));
+    }
+  }
+}
+
+TEST_P(CholeskyTest, InPlaceBatchesOneAtATime) {
+  for (int threads : {1, 2})
+    for (bool upper : {false, true}) {
+      check_in_place_batch<double>(45, 32, upper, threads);
+      check_in_place_batch<float>(45, 32, upper, threads);
+      check_in_place_batch<double>(37, 13, upper, threads);
+      check_in_place_batch<float>(29, 48, upper, threads);
+    }
+  check_in_place_batch<double>(150, 47, false, 2);
+  check_in_place_batch<float>(131, 33, true, 2);
+}
+
 TEST_P(CholeskyTest, CompactBatchesMatchLapackAndNameTheLowestFailure) {
   for (int threads : {1, 2}) {
     check_compact_failures<double>(45, 32, false, false, threads);

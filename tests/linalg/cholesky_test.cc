@@ -293,37 +293,45 @@ TEST_P(CholeskyTest, InPlaceErrorsNameThePivotAndTheEntry) {
 // last group) with matrices that fail in the middle of a full group: the
 // lowest failing index is named, with LAPACK's pivot or the non-finite
 // entry, whichever thread meets which failure first.
-template <class T> void check_compact_failures(int64_t count, int64_t n, bool colmajor, bool upper, int threads) {
-  SCOPED_TRACE(::testing::Message() << "count " << count << " n " << n << " colmajor " << colmajor << " upper "
-                                    << upper << " threads " << threads << " bytes " << sizeof(T));
-  const int64_t p = n - 2, first = 19, later = count - 2, nan_at = 11;
+// A matrix that LAPACK finds not positive definite at pivot p (0-based).
+template <class T> Mats<T> failing_at(int64_t n, int64_t p) {
   Mats<T> bad(1, n, n);
   fill_failing_at(bad, p);
   int info = 0;
   lapack_factor(bad, 0, info);
-  ASSERT_EQ(info, p + 1);
+  EXPECT_EQ(info, p + 1);
+  return bad;
+}
+
+// Runs `run`, which must throw InvalidArgument naming batch index `index`
+// and containing `what`.
+template <class F> void expect_named_failure(F&& run, int64_t index, const std::string& what) {
+  try {
+    run();
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(index) + "]'"));
+    EXPECT_THAT(e.what(), HasSubstr(what));
+  }
+}
+
+template <class T> void check_compact_failures(int64_t count, int64_t n, bool colmajor, bool upper, int threads) {
+  SCOPED_TRACE(::testing::Message() << "count " << count << " n " << n << " colmajor " << colmajor << " upper "
+                                    << upper << " threads " << threads << " bytes " << sizeof(T));
+  const int64_t p = n - 2, first = 19, later = count - 2, nan_at = 11;
+  const Mats<T> bad = failing_at<T>(n, p);
   Mats<T> a(count, n, n, colmajor);
   fill_spd(a);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) a(first, i, j) = a(later, i, j) = bad(0, i, j);
   a(later, 1, 1) = -a(later, 1, 1);  // fails at an earlier pivot, in a later matrix
   Mats<T> l(count, n, n);
-  try {
-    cholesky(a.view(), l.view(), {upper, threads});
-    FAIL() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(first) + "]'"));
-    EXPECT_THAT(e.what(), HasSubstr("pivot " + std::to_string(p) + " is -"));
-  }
+  expect_named_failure([&] { cholesky(a.view(), l.view(), {upper, threads}); }, first,
+                       "pivot " + std::to_string(p) + " is -");
   const int64_t r = upper ? 2 : 5, c = upper ? 5 : 2;
   a(nan_at, r, c) = std::numeric_limits<T>::quiet_NaN();
-  try {
-    cholesky(a.view(), l.view(), {upper, threads});
-    FAIL() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(nan_at) + "]'"));
-    EXPECT_THAT(e.what(), HasSubstr("nan at row " + std::to_string(r) + ", column " + std::to_string(c)));
-  }
+  expect_named_failure([&] { cholesky(a.view(), l.view(), {upper, threads}); }, nan_at,
+                       "nan at row " + std::to_string(r) + ", column " + std::to_string(c));
 }
 
 // In place, column-major lower or row-major upper (the path that factors
@@ -340,33 +348,19 @@ template <class T> void check_in_place_batch(int64_t count, int64_t n, bool uppe
   cholesky(s.view(), s.view(), {upper, threads});
   expect_factor(a, s, upper);
   const int64_t p = n - 2, first = 19, later = count - 2, nan_at = 11;
-  Mats<T> bad(1, n, n);
-  fill_failing_at(bad, p);
-  int info = 0;
-  lapack_factor(bad, 0, info);
-  ASSERT_EQ(info, p + 1);
+  const Mats<T> bad = failing_at<T>(n, p);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) a(first, i, j) = a(later, i, j) = bad(0, i, j);
   a(later, 1, 1) = -a(later, 1, 1);  // fails at an earlier pivot, in a later matrix
   copy_triangle(a, s, upper);
-  try {
-    cholesky(s.view(), s.view(), {upper, threads});
-    FAIL() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(first) + "]'"));
-    EXPECT_THAT(e.what(), HasSubstr("pivot " + std::to_string(p) + " is -"));
-  }
+  expect_named_failure([&] { cholesky(s.view(), s.view(), {upper, threads}); }, first,
+                       "pivot " + std::to_string(p) + " is -");
   const int64_t r = upper ? 2 : 5, c = upper ? 5 : 2;
   copy_triangle(a, s, upper);
   s(nan_at, r, c) = std::numeric_limits<T>::quiet_NaN();
   s(nan_at, upper ? 1 : 6, upper ? 6 : 1) = std::numeric_limits<T>::infinity();  // first by columns, not rows
-  try {
-    cholesky(s.view(), s.view(), {upper, threads});
-    FAIL() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(nan_at) + "]'"));
-    EXPECT_THAT(e.what(), HasSubstr("nan at row " + std::to_string(r) + ", column " + std::to_string(c)));
-  }
+  expect_named_failure([&] { cholesky(s.view(), s.view(), {upper, threads}); }, nan_at,
+                       "nan at row " + std::to_string(r) + ", column " + std::to_string(c));
   // Met late in the factorization, after a failed pivot: the entry is still
   // named, the first by rows.
   for (bool inf_too : {false, true}) {
@@ -375,16 +369,10 @@ template <class T> void check_in_place_batch(int64_t count, int64_t n, bool uppe
     const int64_t i = n - 1, j = inf_too ? 0 : n - 3;
     s(nan_at, upper ? j : i, upper ? i : j) = std::numeric_limits<T>::quiet_NaN();
     if (inf_too) s(nan_at, n - 2, n - 2) = std::numeric_limits<T>::infinity();
-    try {
-      cholesky(s.view(), s.view(), {upper, threads});
-      FAIL() << "expected InvalidArgument";
-    } catch (const InvalidArgument& e) {
-      EXPECT_THAT(e.what(), HasSubstr("'cholesky: a[" + std::to_string(nan_at) + "]'"));
-      const std::string at = inf_too ? "inf at row " + std::to_string(n - 2) + ", column " + std::to_string(n - 2)
-                                     : "nan at row " + std::to_string(upper ? j : i) + ", column " +
-                                           std::to_string(upper ? i : j);
-      EXPECT_THAT(e.what(), HasSubstr(at));
-    }
+    const std::string at = inf_too ? "inf at row " + std::to_string(n - 2) + ", column " + std::to_string(n - 2)
+                                   : "nan at row " + std::to_string(upper ? j : i) + ", column " +
+                                         std::to_string(upper ? i : j);
+    expect_named_failure([&] { cholesky(s.view(), s.view(), {upper, threads}); }, nan_at, at);
   }
 }
 

@@ -865,8 +865,6 @@ void potrf_l1(const Mat<T>* A, L1State<T>* st, const char* const* pf = nullptr, 
 // lower; factors_in_out holds), two at a time.
 template <class T>
 void cholesky_in_l1(const CholeskyJob& job, const MatArg& src, const MatArg& dst, int64_t b0, int64_t b1) {
-  using V = Vec<T>;
-  constexpr int W = V::W;
   const int64_t n = job.a.rows;
   const int64_t bytes = static_cast<int64_t>(sizeof(T)) * ((n - 1) * dst.cs + n);
   Mat<T> A[2];
@@ -902,13 +900,7 @@ void cholesky_in_l1(const CholeskyJob& job, const MatArg& src, const MatArg& dst
                          static_cast<double>(st[i].pivot.value)});
         continue;
       }
-      const V zero = V::zero();
-      for (int64_t j = 1; j < n; ++j) {
-        T* c = A[i].col(j);
-        int64_t r = 0;
-        for (; r + W <= j; r += W) zero.store(c + r);
-        if (r < j) zero.store_n(c + r, static_cast<int>(j - r));
-      }
+      for (int64_t j = 1; j < n; ++j) std::fill(A[i].col(j), A[i].col(j) + j, T(0));
     }
   }
 }

@@ -18,6 +18,7 @@ namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 
 constexpr int kSvdMaxSweeps = 30;
 constexpr int64_t kSvdBlock = 32;  // columns per block of the pair ordering
+constexpr int64_t kCompactSvdMax = 40;  // largest m and n that the compact (lanes) path takes
 
 constexpr int64_t kQp3Block = 32;      // columns per block of geqp3
 constexpr int64_t kQp3Unblocked = 64;  // its last columns, unblocked
@@ -636,65 +637,323 @@ template <class T> void complete_columns(Mat<T> Q, const std::vector<char>& good
 
 // ---- compact: W matrices at once --------------------------------------------
 
+// 1 / a and 1 / √a from the approximations (2⁻¹⁴) by Newton steps: two
+// give full double precision (a few ulps), one float's.
+template <class P>
+[[gnu::always_inline]] inline P newton_rcp(P a) {
+  using T = typename P::Scalar;
+  P y = rcp_approx(a);
+  const P one = P::set1(T(1));
+  for (int k = 0; k < (sizeof(T) == 8 ? 2 : 1); ++k) y = fma(y, fnma(a, y, one), y);
+  return y;
+}
+template <class P>
+[[gnu::always_inline]] inline P newton_rsqrt(P a) {
+  using T = typename P::Scalar;
+  P y = rsqrt_approx(a);
+  const P half = P::set1(T(0.5)), three_halves = P::set1(T(1.5));
+  for (int k = 0; k < (sizeof(T) == 8 ? 2 : 1); ++k) y = y * fnma(half * a, y * y, three_halves);
+  return y;
+}
+
+// Lane by lane, the rotation (c, s, t = tan θ) that makes the columns with
+// squared norms np2, nq2 and dot product g orthogonal: the identity (c = 1,
+// s = t = 0) in lanes where they already are to working precision or either
+// is zero. Returns the lanes that rotate. The formulas of `rotation`, but
+// with no division or square root instruction: those are not pipelined, and
+// with seven of them per rotation they bounded the whole sweep. The
+// reciprocal and inverse square roots come from the 14-bit approximations
+// refined by Newton steps (FMAs): t to a few ulps, and c = 1 / √(1 + t²),
+// s = t c from that t, so that the rotation is orthogonal to working
+// precision whatever t's last bits (they only steer the angle). Scaling d
+// and g by about 1 / max(np2, nq2) changes neither t nor c, so that scale
+// may be approximate; the test |g| > tol √(np2 nq2) is (g/mx · 1/tol)² >
+// min/mx in those scaled terms, with no square root. Where a lane's larger
+// squared norm is subnormal, all lanes take the ζ form with exact
+// divisions instead, which needs no scaling.
+template <class P>
+[[gnu::always_inline]] inline typename P::Mask rotation_lanes(P np2, P nq2, P g, P tol, P& c, P& s, P& t) {
+  using T = typename P::Scalar;
+  const P zero = P::zero(), one = P::set1(T(1)), two = P::set1(T(2));
+  const P mx = max(np2, nq2);
+  const auto live = (np2 > zero) & (nq2 > zero);
+  if (!P::any(live & (mx < P::set1(std::numeric_limits<T>::min())))) [[likely]] {
+    const P inv = rcp_approx(mx);
+    const P d = (nq2 - np2) * inv, e = g * inv, ek = e * (one / tol);
+    const auto rotate = live & (ek * ek > min(np2, nq2) * inv);
+    const P x = fma(d, d, P::set1(T(4)) * e * e);
+    const P h = x * newton_rsqrt(x);  // NaN where d = e = 0: not a rotating lane
+    const P e2 = two * e;
+    t = select(rotate, select(d < zero, -e2, e2) * newton_rcp(abs(d) + h), zero);
+    c = newton_rsqrt(fma(t, t, one));
+    s = t * c;
+    return rotate;
+  }
+  const auto rotate = (abs(g) > tol * sqrt(np2) * sqrt(nq2)) & live;
+  const P zeta = (nq2 - np2) / (two * g);  // lanes that do not rotate may hold inf or NaN: discarded below
+  const P az = abs(zeta);
+  P tt = copysign(one / (az + sqrt(fma(az, az, one))), zeta);
+  tt = select(az > P::set1(T(1) / std::numeric_limits<T>::epsilon()), P::set1(T(0.5)) / zeta, tt);
+  t = select(rotate, tt, zero);
+  c = one / sqrt(fma(t, t, one));
+  s = t * c;
+  return rotate;
+}
+
+// Σ x_i y_i over m rows of lanes, two accumulators (the sum chains on the
+// FMA latency otherwise).
+template <class P>
+[[gnu::always_inline]] inline P dot_lanes(int64_t m, const P* x, const P* y) {
+  P a = P::zero(), b = P::zero();
+  int64_t i = 0;
+  for (; i + 1 < m; i += 2) {
+    a = fma(x[i], y[i], a);
+    b = fma(x[i + 1], y[i + 1], b);
+  }
+  if (i < m) a = fma(x[i], y[i], a);
+  return a + b;
+}
+
+// The squared norms of columns p and q after rotating by t: α − t g and
+// β + t g, or recomputed from the columns where that cancels in some lane
+// (as rotated_norms).
+template <class P>
+[[gnu::always_inline]] inline void rotated_norms_lanes(const P* A, int64_t m, P* nrm, int64_t p, int64_t q, P t, P g,
+                                                       typename P::Mask rotate) {
+  using T = typename P::Scalar;
+  using V = P;
+  const V tg = t * g, np2 = nrm[p] - tg, nq2 = nrm[q] + tg, quarter = V::set1(T(0.25));
+  if (V::any(rotate & V::not_((np2 > quarter * nrm[p]) & (nq2 > quarter * nrm[q])))) {
+    nrm[p] = dot_lanes(m, A + p * m, A + p * m);
+    nrm[q] = dot_lanes(m, A + q * m, A + q * m);
+  } else {
+    nrm[p] = np2;
+    nrm[q] = nq2;
+  }
+}
+
+// Rotates (x0, y0) by (c0, s0) and (x1, y1) by (c1, s1), m rows of lanes, in
+// one pass, with the dot products D asks for (as rot2).
+template <class P, Dots D>
+[[gnu::always_inline]] inline void rot2_lanes(int64_t m, P* x0, P* y0, P c0, P s0, P* x1, P* y1, P c1, P s1,
+                                              const P* z0 = nullptr, const P* z1 = nullptr, P* g0 = nullptr,
+                                              P* g1 = nullptr) {
+  using V = P;
+  V a = V::zero(), b = V::zero();
+  for (int64_t i = 0; i < m; ++i) {
+    const V p0 = x0[i], q0 = y0[i], p1 = x1[i], q1 = y1[i];
+    const V u0 = fnma(s0, q0, c0 * p0), v0 = fma(s0, p0, c0 * q0);
+    const V u1 = fnma(s1, q1, c1 * p1), v1 = fma(s1, p1, c1 * q1);
+    x0[i] = u0;
+    y0[i] = v0;
+    x1[i] = u1;
+    y1[i] = v1;
+    if constexpr (D == Dots::kCross) {
+      a = fma(u0, v1, a);
+      b = fma(u1, v0, b);
+    } else if constexpr (D == Dots::kNext) {
+      a = fma(u0, z0[i], a);
+      b = fma(u1, z1[i], b);
+    }
+  }
+  if constexpr (D != Dots::kNone) {
+    *g0 = a;
+    *g1 = b;
+  }
+}
+
+// Rotates (x, y) by (c, s), m rows of lanes.
+template <class P>
+[[gnu::always_inline]] inline void rot_lanes(int64_t m, P* x, P* y, P c, P s) {
+  for (int64_t i = 0; i < m; ++i) {
+    const P p = x[i], q = y[i];
+    x[i] = fnma(s, q, c * p);
+    y[i] = fma(s, p, c * q);
+  }
+}
+
+// One pair (p, q) of the lanes' columns: rotates it (and V's columns, when
+// set) where it is not orthogonal. Returns the lanes that rotated.
+template <class P>
+[[gnu::noinline]] typename P::Mask jacobi_pair_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm, int64_t p, int64_t q,
+                                                     P tol) {
+  const P g = dot_lanes(m, A + p * m, A + q * m);
+  P c, s, t;
+  const auto r = rotation_lanes(nrm[p], nrm[q], g, tol, c, s, t);
+  if (!P::any(r)) return r;
+  rot_lanes(m, A + p * m, A + q * m, c, s);
+  rotated_norms_lanes(A, m, nrm, p, q, t, g, r);
+  if (V) rot_lanes(n, V + p * n, V + q * n, c, s);
+  return r;
+}
+
+// Two disjoint pairs (p0, q0) and (p1, q1) of the lanes' columns, their dot
+// products g0, g1 given: rotates both in one pass (the columns of V too,
+// when set). Returns the lanes that rotated either pair.
+template <class P>
+[[gnu::noinline]] typename P::Mask jacobi_two_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm, int64_t p0, int64_t q0,
+                                                    int64_t p1, int64_t q1, P g0, P g1, P tol) {
+  P c0, s0, t0, c1, s1, t1;
+  const auto r0 = rotation_lanes(nrm[p0], nrm[q0], g0, tol, c0, s0, t0);
+  const auto r1 = rotation_lanes(nrm[p1], nrm[q1], g1, tol, c1, s1, t1);
+  const auto r = r0 | r1;
+  if (!P::any(r)) return r;
+  rot2_lanes<P, Dots::kNone>(m, A + p0 * m, A + q0 * m, c0, s0, A + p1 * m, A + q1 * m, c1, s1);
+  rotated_norms_lanes(A, m, nrm, p0, q0, t0, g0, r0);
+  rotated_norms_lanes(A, m, nrm, p1, q1, t1, g1, r1);
+  if (V) rot2_lanes<P, Dots::kNone>(n, V + p0 * n, V + q0 * n, c0, s0, V + p1 * n, V + q1 * n, c1, s1);
+  return r;
+}
+
+// The four pairs of columns p0, p1 against q0, q1 of the lanes, as
+// jacobi_quad: (p0, q0) with (p1, q1), then (p0, q1) with (p1, q0), whose
+// dot products come out of the first pass; g[2] holds the first two dot
+// products and returns those of p0, p1 with n0, n1 when n0 >= 0. cs[8]
+// returns the four rotations (c, s), for V. Returns the lanes that rotated.
+template <class P>
+[[gnu::noinline]] typename P::Mask jacobi_quad_lanes(P* A, int64_t m, P* nrm, int64_t p0, int64_t p1, int64_t q0,
+                                                     int64_t q1, P tol, P* g, int64_t n0, int64_t n1, P* cs) {
+  using V = P;
+  V* x0 = A + p0 * m;
+  V* x1 = A + p1 * m;
+  V* y0 = A + q0 * m;
+  V* y1 = A + q1 * m;
+  V c0, s0, t0, c1, s1, t1, h0, h1;
+  const auto r0 = rotation_lanes(nrm[p0], nrm[q0], g[0], tol, c0, s0, t0);
+  const auto r1 = rotation_lanes(nrm[p1], nrm[q1], g[1], tol, c1, s1, t1);
+  if (V::any(r0 | r1)) {
+    rot2_lanes<P, Dots::kCross>(m, x0, y0, c0, s0, x1, y1, c1, s1, nullptr, nullptr, &h0, &h1);
+    rotated_norms_lanes(A, m, nrm, p0, q0, t0, g[0], r0);
+    rotated_norms_lanes(A, m, nrm, p1, q1, t1, g[1], r1);
+  } else {
+    h0 = dot_lanes(m, x0, y1);
+    h1 = dot_lanes(m, x1, y0);
+  }
+  V c2, s2, t2, c3, s3, t3;
+  const auto r2 = rotation_lanes(nrm[p0], nrm[q1], h0, tol, c2, s2, t2);
+  const auto r3 = rotation_lanes(nrm[p1], nrm[q0], h1, tol, c3, s3, t3);
+  if (V::any(r2 | r3)) {
+    if (n0 >= 0)
+      rot2_lanes<P, Dots::kNext>(m, x0, y1, c2, s2, x1, y0, c3, s3, A + n0 * m, A + n1 * m, &g[0], &g[1]);
+    else
+      rot2_lanes<P, Dots::kNone>(m, x0, y1, c2, s2, x1, y0, c3, s3);
+    rotated_norms_lanes(A, m, nrm, p0, q1, t2, h0, r2);
+    rotated_norms_lanes(A, m, nrm, p1, q0, t3, h1, r3);
+  } else if (n0 >= 0) {
+    g[0] = dot_lanes(m, x0, A + n0 * m);
+    g[1] = dot_lanes(m, x1, A + n1 * m);
+  }
+  cs[0] = c0, cs[1] = s0, cs[2] = c1, cs[3] = s1, cs[4] = c2, cs[5] = s2, cs[6] = c3, cs[7] = s3;
+  return r0 | r1 | r2 | r3;
+}
+
+// V <- V J for the rotations of quads of columns p0, p1 against q[k],
+// q[k] + 1 (cs[8 k ..] as jacobi_quad_lanes returns them), n rows of lanes:
+// as rotate_quads, the rows of p0 and p1 stay in registers across the quads.
+template <class P>
+void rotate_quads_lanes(P* V, int64_t n, int64_t p0, int64_t p1, const int64_t* q, const P* cs, int64_t quads) {
+  using V_ = P;
+  constexpr int64_t R = 4;  // independent rows: the rotations chain through P0, P1
+  V_* w0 = V + p0 * n;
+  V_* w1 = V + p1 * n;
+  auto turn = [](V_& x, V_& y, V_ c, V_ s) {
+    const V_ u = fnma(s, y, c * x);
+    y = fma(s, x, c * y);
+    x = u;
+  };
+  int64_t i0 = 0;
+  for (; i0 + R <= n; i0 += R) {
+    V_ P0[R], P1[R];
+    for (int64_t r = 0; r < R; ++r) P0[r] = w0[i0 + r], P1[r] = w1[i0 + r];
+    for (int64_t k = 0; k < quads; ++k) {
+      V_* v0 = V + q[k] * n + i0;
+      V_* v1 = v0 + n;
+      const V_* e = cs + 8 * k;
+      for (int64_t r = 0; r < R; ++r) {
+        V_ Q0 = v0[r], Q1 = v1[r];
+        turn(P0[r], Q0, e[0], e[1]);
+        turn(P1[r], Q1, e[2], e[3]);
+        turn(P0[r], Q1, e[4], e[5]);
+        turn(P1[r], Q0, e[6], e[7]);
+        v0[r] = Q0;
+        v1[r] = Q1;
+      }
+    }
+    for (int64_t r = 0; r < R; ++r) w0[i0 + r] = P0[r], w1[i0 + r] = P1[r];
+  }
+  for (; i0 < n; ++i0) {
+    V_ P0 = w0[i0], P1 = w1[i0];
+    for (int64_t k = 0; k < quads; ++k) {
+      V_* v0 = V + q[k] * n + i0;
+      V_* v1 = v0 + n;
+      const V_* e = cs + 8 * k;
+      V_ Q0 = *v0, Q1 = *v1;
+      turn(P0, Q0, e[0], e[1]);
+      turn(P1, Q1, e[2], e[3]);
+      turn(P0, Q1, e[4], e[5]);
+      turn(P1, Q0, e[6], e[7]);
+      *v0 = Q0;
+      *v1 = Q1;
+    }
+    w0[i0] = P0, w1[i0] = P1;
+  }
+}
+
 // One-sided Jacobi on the m x n (m >= n) matrices in the lanes of A (ld m);
 // V (n x n, ld n) <- accumulated rotations when given; nrm2v[n] the squared
 // column norms. Returns the sweeps (kSvdMaxSweeps + 1: no convergence).
-template <class T> int one_sided_jacobi_lanes(Vec<T>* A, int64_t m, int64_t n, Vec<T>* V, Vec<T>* nrm2v) {
-  using V_ = Vec<T>;
-  const V_ zero = V_::zero(), one = V_::set1(T(1)), two = V_::set1(T(2)), half = V_::set1(T(0.5));
+// A sweep visits the pairs as one_sided_jacobi's block does: the columns
+// 2a, 2a + 1 against each other (two such pairs at a time), then quads of
+// columns 2a, 2a + 1 against 2b, 2b + 1, each pass rotating two disjoint
+// pairs (so that the core has two rotations to overlap) and computing the
+// next pairs' dot products; V turns once per row of quads. A lane's
+// rotation is computed from its own columns only, so every matrix gets the
+// rotations it would get alone; a pair is skipped when no lane rotates it.
+template <class P>
+int one_sided_jacobi_lanes(P* A, int64_t m, int64_t n, P* V, P* nrm2v) {
+  using T = typename P::Scalar;
+  using V_ = P;
   const V_ tol = V_::set1(std::numeric_limits<T>::epsilon() * std::sqrt(static_cast<T>(m)));
-  const V_ big = V_::set1(T(1) / std::numeric_limits<T>::epsilon());
-  for (int64_t j = 0; j < n; ++j) {
-    V_ s = zero;
-    for (int64_t i = 0; i < m; ++i) s = fma(A[i + j * m], A[i + j * m], s);
-    nrm2v[j] = s;
-  }
+  const int64_t h = n / 2;  // column pairs 2a, 2a + 1; an odd last column is paired one by one
+  constexpr int64_t kMaxQuads = kCompactSvdMax / 2;
+  int64_t qs[kMaxQuads];
+  V_ cs[8 * kMaxQuads];
+  auto col = [&](int64_t j) { return A + j * m; };
   for (int sweep = 0; sweep < kSvdMaxSweeps; ++sweep) {
-    typename V_::Mask any = V_::not_(V_::all_lanes());
-    for (int64_t p = 0; p + 1 < n; ++p) {
-      V_* ap = A + p * m;
-      for (int64_t q = p + 1; q < n; ++q) {
-        V_* aq = A + q * m;
-        V_ g0 = zero, g1 = zero;
-        int64_t i = 0;
-        for (; i + 1 < m; i += 2) {
-          g0 = fma(ap[i], aq[i], g0);
-          g1 = fma(ap[i + 1], aq[i + 1], g1);
-        }
-        if (i < m) g0 = fma(ap[i], aq[i], g0);
-        const V_ g = g0 + g1, np2 = nrm2v[p], nq2 = nrm2v[q];
-        const auto rotate = (abs(g) > tol * sqrt(np2) * sqrt(nq2)) & (np2 > zero) & (nq2 > zero);
-        if (!V_::any(rotate)) continue;
-        any = any | rotate;
-        const V_ zeta = (nq2 - np2) / (two * g);
-        const V_ az = abs(zeta);
-        V_ t = copysign(one / (az + sqrt(fma(az, az, one))), zeta);
-        t = select(az > big, half / zeta, t);
-        t = select(rotate, t, zero);
-        const V_ c = one / sqrt(fma(t, t, one)), s = t * c;
-        V_ sp = zero, sq = zero;
-        for (int64_t r = 0; r < m; ++r) {
-          const V_ x = ap[r], y = aq[r];
-          const V_ u = fnma(s, y, c * x), w = fma(s, x, c * y);
-          ap[r] = u;
-          aq[r] = w;
-          sp = fma(u, u, sp);
-          sq = fma(w, w, sq);
-        }
-        nrm2v[p] = sp;
-        nrm2v[q] = sq;
-        if (V) {
-          V_* vp = V + p * n;
-          V_* vq = V + q * n;
-          for (int64_t r = 0; r < n; ++r) {
-            const V_ x = vp[r], y = vq[r];
-            vp[r] = fnma(s, y, c * x);
-            vq[r] = fma(s, x, c * y);
-          }
+    // Exact norms at each sweep's start: the updates' rounding does not pile up.
+    for (int64_t j = 0; j < n; ++j) nrm2v[j] = dot_lanes(m, col(j), col(j));
+    auto any = V_::not_(V_::all_lanes());
+    int64_t a = 0;
+    for (; a + 1 < h; a += 2) {
+      const V_ g0 = dot_lanes(m, col(2 * a), col(2 * a + 1)), g1 = dot_lanes(m, col(2 * a + 2), col(2 * a + 3));
+      any = any | jacobi_two_lanes(A, m, V, n, nrm2v, 2 * a, 2 * a + 1, 2 * a + 2, 2 * a + 3, g0, g1, tol);
+    }
+    if (a < h) any = any | jacobi_pair_lanes(A, m, V, n, nrm2v, 2 * a, 2 * a + 1, tol);
+    for (a = 0; a < h; ++a) {
+      const int64_t p0 = 2 * a, p1 = p0 + 1;
+      int64_t quads = 0;
+      V_ g[2];
+      for (int64_t b = a + 1; b < h; ++b) {
+        const int64_t q0 = 2 * b;
+        if (b == a + 1) g[0] = dot_lanes(m, col(p0), col(q0)), g[1] = dot_lanes(m, col(p1), col(q0 + 1));
+        const bool more = b + 1 < h;
+        const auto r = jacobi_quad_lanes(A, m, nrm2v, p0, p1, q0, q0 + 1, tol, g, more ? q0 + 2 : -1,
+                                         more ? q0 + 3 : -1, cs + 8 * quads);
+        if (V_::any(r)) {
+          any = any | r;
+          qs[quads++] = q0;
         }
       }
+      if (V && quads) rotate_quads_lanes(V, n, p0, p1, qs, cs, quads);
+      if (n & 1) {  // p0 and p1 against the last column
+        any = any | jacobi_pair_lanes(A, m, V, n, nrm2v, p0, n - 1, tol);
+        any = any | jacobi_pair_lanes(A, m, V, n, nrm2v, p1, n - 1, tol);
+      }
     }
-    if (!V_::any(any)) return sweep;
+    if (!V_::any(any)) {
+      for (int64_t j = 0; j < n; ++j) nrm2v[j] = dot_lanes(m, col(j), col(j));
+      return sweep;
+    }
   }
   return kSvdMaxSweeps + 1;
 }

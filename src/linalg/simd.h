@@ -20,6 +20,7 @@ struct Mask16 {
 };
 
 template <> struct Vec<double> {
+  using Scalar = double;
   static constexpr int W = 8;
   using Mask = Mask16;
   __m512d v;
@@ -38,6 +39,9 @@ template <> struct Vec<double> {
   SINEW_LINALG_TARGET friend Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_pd(a.v, b.v, c.v)}; }
   SINEW_LINALG_TARGET friend Vec fnma(Vec a, Vec b, Vec c) { return {_mm512_fnmadd_pd(a.v, b.v, c.v)}; }
   SINEW_LINALG_TARGET friend Vec sqrt(Vec a) { return {_mm512_sqrt_pd(a.v)}; }
+  // 1 / a and 1 / √a to a relative 2⁻¹⁴ (Newton steps refine them).
+  SINEW_LINALG_TARGET friend Vec rcp_approx(Vec a) { return {_mm512_rcp14_pd(a.v)}; }
+  SINEW_LINALG_TARGET friend Vec rsqrt_approx(Vec a) { return {_mm512_rsqrt14_pd(a.v)}; }
   SINEW_LINALG_TARGET friend Vec abs(Vec a) { return {_mm512_abs_pd(a.v)}; }
   SINEW_LINALG_TARGET friend Vec max(Vec a, Vec b) { return {_mm512_max_pd(a.v, b.v)}; }
   SINEW_LINALG_TARGET friend Vec min(Vec a, Vec b) { return {_mm512_min_pd(a.v, b.v)}; }
@@ -60,6 +64,7 @@ template <> struct Vec<double> {
 };
 
 template <> struct Vec<float> {
+  using Scalar = float;
   static constexpr int W = 16;
   using Mask = Mask16;
   __m512 v;
@@ -78,6 +83,8 @@ template <> struct Vec<float> {
   SINEW_LINALG_TARGET friend Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
   SINEW_LINALG_TARGET friend Vec fnma(Vec a, Vec b, Vec c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; }
   SINEW_LINALG_TARGET friend Vec sqrt(Vec a) { return {_mm512_sqrt_ps(a.v)}; }
+  SINEW_LINALG_TARGET friend Vec rcp_approx(Vec a) { return {_mm512_rcp14_ps(a.v)}; }
+  SINEW_LINALG_TARGET friend Vec rsqrt_approx(Vec a) { return {_mm512_rsqrt14_ps(a.v)}; }
   SINEW_LINALG_TARGET friend Vec abs(Vec a) { return {_mm512_abs_ps(a.v)}; }
   SINEW_LINALG_TARGET friend Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
   SINEW_LINALG_TARGET friend Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
@@ -106,6 +113,7 @@ struct MaskBool {
 };
 
 template <class T> struct Vec {
+  using Scalar = T;
   static constexpr int W = 1;
   using Mask = MaskBool;
   T v;
@@ -125,6 +133,8 @@ template <class T> struct Vec {
   friend Vec fma(Vec a, Vec b, Vec c) { return {a.v * b.v + c.v}; }
   friend Vec fnma(Vec a, Vec b, Vec c) { return {c.v - a.v * b.v}; }
   friend Vec sqrt(Vec a) { return {std::sqrt(a.v)}; }
+  friend Vec rcp_approx(Vec a) { return {T(1) / a.v}; }
+  friend Vec rsqrt_approx(Vec a) { return {T(1) / std::sqrt(a.v)}; }
   friend Vec abs(Vec a) { return {std::abs(a.v)}; }
   friend Vec max(Vec a, Vec b) { return {a.v > b.v ? a.v : b.v}; }
   friend Vec min(Vec a, Vec b) { return {a.v < b.v ? a.v : b.v}; }

@@ -15,7 +15,6 @@
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 namespace {
 
-constexpr int64_t kCompactSvdMax = 40;
 constexpr int64_t kSvdDeferMin = 64;  // from this n, one_sided_jacobi_deferred
 
 // Writes the factorization of the working matrix Aw (rows x cols, rows >=

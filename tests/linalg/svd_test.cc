@@ -201,15 +201,21 @@ TEST_P(SvdTest, RankDeficientZeroAndIdentity) {
 // 1e-17 (f32) of the largest are still factored accurately; columns whose
 // squared norms would be subnormal (1e-160, 1e-21) are refused with an error
 // that says so, never answered with NaN or with a U that is not orthogonal.
-template <class T> Mats<T> with_small_columns(int64_t m, int64_t n, T factor) {
-  Mats<T> a(1, m, n);
+template <class T>
+Mats<T> with_small_columns(int64_t m, int64_t n, T factor, int64_t count = 1) {
+  Mats<T> a(count, m, n);
   fill_normal(a);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j : {3, 7, 8}) a(0, i, j) *= factor;
+  for (int64_t b = 0; b < count; ++b)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j : {3, 7, 8}) a(b, i, j) *= factor;
   return a;
 }
 
 TEST_P(SvdTest, ColumnsFarBelowTheLargest) {
+  // Batches of small matrices (the compact path, whose rotations scale by
+  // the larger squared norm).
+  check_structured(with_small_columns<double>(30, 20, 1e-140, 10), true);
+  check_structured(with_small_columns<float>(30, 20, 1e-17f, 18), false);
   for (auto [m, n] : {std::pair<int64_t, int64_t>{30, 20}, {72, 70}}) {
     check_structured(with_small_columns<double>(m, n, 1e-140), true);
     check_structured(with_small_columns<float>(m, n, 1e-17f), false);

@@ -59,11 +59,13 @@ template <class T> struct SvdScratch {
   std::vector<char> good;
 };
 
-// Descending order of sigma (stable, so equal values keep their columns).
+// Descending order of sigma, equal values in column order (a stable sort's
+// order, without its buffer).
 inline void descending(const std::vector<double>& sigma, std::vector<int64_t>& order) {
   order.resize(sigma.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return sigma[x] > sigma[y]; });
+  std::sort(order.begin(), order.end(),
+            [&](int64_t x, int64_t y) { return sigma[x] > sigma[y] || (sigma[x] == sigma[y] && x < y); });
 }
 
 template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, int threads) {
@@ -186,7 +188,6 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
   T* at = reinterpret_cast<T*>(A);
   // Load each lane with its rows sorted by decreasing max-norm.
   s.perm_r.assign(static_cast<size_t>(m * W), 0);
-  std::vector<double> rown(static_cast<size_t>(m));
   for (int l = 0; l < W; ++l) {
     int64_t* pr = s.perm_r.data() + l * m;
     std::iota(pr, pr + m, 0);
@@ -196,21 +197,35 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
       continue;
     }
     const T* src = a.ptr<T>(b0 + l);
+    // Row max-norms in the order the matrix lies in (column by column when
+    // its columns are contiguous: a row at a time walks a new cache line
+    // per element), into a local array the compiler knows src does not
+    // alias; NaN and Inf are only flagged here and then named in row order.
+    T rown[kCompactSvdMax] = {};
     bool finite = true;
-    for (int64_t i = 0; i < m && finite; ++i) {
-      rown[i] = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const T x = src[i * a.rs + j * a.cs];
-        if (!std::isfinite(x)) {
-          job.log->record({b0 + l, FailKind::kNonFinite, tall ? i : j, tall ? j : i, static_cast<double>(x)});
-          finite = false;
-          break;
-        }
-        rown[i] = std::max(rown[i], static_cast<double>(std::abs(x)));
-      }
+    const T big = std::numeric_limits<T>::max();
+    auto scan = [&](int64_t i, int64_t j) {
+      const T x = std::abs(src[i * a.rs + j * a.cs]);
+      finite &= x <= big;
+      rown[i] = std::max(rown[i], x);
+    };
+    if (a.rs <= a.cs)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < m; ++i) scan(i, j);
+    else
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) scan(i, j);
+    if (!finite) {
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          if (const T x = src[i * a.rs + j * a.cs]; !std::isfinite(x)) {
+            job.log->record({b0 + l, FailKind::kNonFinite, tall ? i : j, tall ? j : i, static_cast<double>(x)});
+            return;
+          }
     }
-    if (!finite) return;
-    std::stable_sort(pr, pr + m, [&](int64_t x, int64_t y) { return rown[x] > rown[y]; });
+    // Decreasing max-norm, ties in row order (what a stable sort gives,
+    // without its buffer).
+    std::sort(pr, pr + m, [&](int64_t x, int64_t y) { return rown[x] > rown[y] || (rown[x] == rown[y] && x < y); });
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < m; ++i) at[(i + j * m) * W + l] = src[pr[i] * a.rs + j * a.cs];
   }

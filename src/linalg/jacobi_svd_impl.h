@@ -667,19 +667,19 @@ template <class P>
 // s = t c from that t, so that the rotation is orthogonal to working
 // precision whatever t's last bits (they only steer the angle). Scaling d
 // and g by about 1 / max(np2, nq2) changes neither t nor c, so that scale
-// may be approximate; the test |g| > tol √(np2 nq2) is (g/mx · 1/tol)² >
-// min/mx in those scaled terms, with no square root. Where a lane's larger
-// squared norm is subnormal, all lanes take the ζ form with exact
-// divisions instead, which needs no scaling.
+// may be approximate; the test |g| > tol √(np2 nq2) is (g/mx · rtol)² >
+// min/mx in those scaled terms (rtol = 1/tol), with no square root. Where a
+// lane's larger squared norm is subnormal, all lanes take the ζ form with
+// exact divisions instead, which needs no scaling.
 template <class P>
-[[gnu::always_inline]] inline typename P::Mask rotation_lanes(P np2, P nq2, P g, P tol, P& c, P& s, P& t) {
+[[gnu::always_inline]] inline typename P::Mask rotation_lanes(P np2, P nq2, P g, P rtol, P& c, P& s, P& t) {
   using T = typename P::Scalar;
   const P zero = P::zero(), one = P::set1(T(1)), two = P::set1(T(2));
   const P mx = max(np2, nq2);
   const auto live = (np2 > zero) & (nq2 > zero);
   if (!P::any(live & (mx < P::set1(std::numeric_limits<T>::min())))) [[likely]] {
     const P inv = rcp_approx(mx);
-    const P d = (nq2 - np2) * inv, e = g * inv, ek = e * (one / tol);
+    const P d = (nq2 - np2) * inv, e = g * inv, ek = e * rtol;
     const auto rotate = live & (ek * ek > min(np2, nq2) * inv);
     const P x = fma(d, d, P::set1(T(4)) * e * e);
     const P h = x * newton_rsqrt(x);  // NaN where d = e = 0: not a rotating lane
@@ -689,7 +689,7 @@ template <class P>
     s = t * c;
     return rotate;
   }
-  const auto rotate = (abs(g) > tol * sqrt(np2) * sqrt(nq2)) & live;
+  const auto rotate = (abs(g) * rtol > sqrt(np2) * sqrt(nq2)) & live;
   const P zeta = (nq2 - np2) / (two * g);  // lanes that do not rotate may hold inf or NaN: discarded below
   const P az = abs(zeta);
   P tt = copysign(one / (az + sqrt(fma(az, az, one))), zeta);
@@ -733,11 +733,11 @@ struct LaneScales {
 // scales updated. Returns the lanes that rotate (a = b = 0 elsewhere).
 template <class P>
 [[gnu::always_inline]] inline typename P::Mask plan_lanes(const P* nrm, LaneScales<P> sc, int64_t p, int64_t q, P gy,
-                                                          P tol, P& a, P& b, P& g, P& t) {
+                                                          P rtol, P& a, P& b, P& g, P& t) {
   using T = typename P::Scalar;
   g = sc.d[p] * sc.d[q] * gy;
   P c, s;
-  const auto r = rotation_lanes(nrm[p], nrm[q], g, tol, c, s, t);
+  const auto r = rotation_lanes(nrm[p], nrm[q], g, rtol, c, s, t);
   a = t * sc.d[q] * sc.di[p];
   b = t * sc.d[p] * sc.di[q];
   const P ci = fma(t, t, P::set1(T(1))) * c;  // 1 / c
@@ -822,9 +822,9 @@ template <class P>
 // set) where it is not orthogonal. Returns the lanes that rotated.
 template <class P>
 [[gnu::noinline]] typename P::Mask jacobi_pair_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm, LaneScales<P> sc,
-                                                     int64_t p, int64_t q, P tol) {
+                                                     int64_t p, int64_t q, P rtol) {
   P a, b, g, t;
-  const auto r = plan_lanes(nrm, sc, p, q, dot_lanes(m, A + p * m, A + q * m), tol, a, b, g, t);
+  const auto r = plan_lanes(nrm, sc, p, q, dot_lanes(m, A + p * m, A + q * m), rtol, a, b, g, t);
   if (!P::any(r)) return r;
   rot_lanes(m, A + p * m, A + q * m, a, b);
   rotated_norms_lanes(A, m, nrm, sc, p, q, t, g, r);
@@ -838,10 +838,10 @@ template <class P>
 template <class P>
 [[gnu::noinline]] typename P::Mask jacobi_two_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm, LaneScales<P> sc,
                                                     int64_t p0, int64_t q0, int64_t p1, int64_t q1, P gy0, P gy1,
-                                                    P tol) {
+                                                    P rtol) {
   P a0, b0, g0, t0, a1, b1, g1, t1;
-  const auto r0 = plan_lanes(nrm, sc, p0, q0, gy0, tol, a0, b0, g0, t0);
-  const auto r1 = plan_lanes(nrm, sc, p1, q1, gy1, tol, a1, b1, g1, t1);
+  const auto r0 = plan_lanes(nrm, sc, p0, q0, gy0, rtol, a0, b0, g0, t0);
+  const auto r1 = plan_lanes(nrm, sc, p1, q1, gy1, rtol, a1, b1, g1, t1);
   const auto r = r0 | r1;
   if (!P::any(r)) return r;
   rot2_lanes<P, Dots::kNone>(m, A + p0 * m, A + q0 * m, a0, b0, A + p1 * m, A + q1 * m, a1, b1);
@@ -859,15 +859,15 @@ template <class P>
 // lanes that rotated.
 template <class P>
 [[gnu::noinline]] typename P::Mask jacobi_quad_lanes(P* A, int64_t m, P* nrm, LaneScales<P> sc, int64_t p0, int64_t p1,
-                                                     int64_t q0, int64_t q1, P tol, P* g, int64_t n0, int64_t n1,
+                                                     int64_t q0, int64_t q1, P rtol, P* g, int64_t n0, int64_t n1,
                                                      P* ab) {
   P* x0 = A + p0 * m;
   P* x1 = A + p1 * m;
   P* y0 = A + q0 * m;
   P* y1 = A + q1 * m;
   P a0, b0, f0, t0, a1, b1, f1, t1, h0, h1;
-  const auto r0 = plan_lanes(nrm, sc, p0, q0, g[0], tol, a0, b0, f0, t0);
-  const auto r1 = plan_lanes(nrm, sc, p1, q1, g[1], tol, a1, b1, f1, t1);
+  const auto r0 = plan_lanes(nrm, sc, p0, q0, g[0], rtol, a0, b0, f0, t0);
+  const auto r1 = plan_lanes(nrm, sc, p1, q1, g[1], rtol, a1, b1, f1, t1);
   if (P::any(r0 | r1)) {
     rot2_lanes<P, Dots::kCross>(m, x0, y0, a0, b0, x1, y1, a1, b1, nullptr, nullptr, &h0, &h1);
     rotated_norms_lanes(A, m, nrm, sc, p0, q0, t0, f0, r0);
@@ -877,8 +877,8 @@ template <class P>
     h1 = dot_lanes(m, x1, y0);
   }
   P a2, b2, f2, t2, a3, b3, f3, t3;
-  const auto r2 = plan_lanes(nrm, sc, p0, q1, h0, tol, a2, b2, f2, t2);
-  const auto r3 = plan_lanes(nrm, sc, p1, q0, h1, tol, a3, b3, f3, t3);
+  const auto r2 = plan_lanes(nrm, sc, p0, q1, h0, rtol, a2, b2, f2, t2);
+  const auto r3 = plan_lanes(nrm, sc, p1, q0, h1, rtol, a3, b3, f3, t3);
   if (P::any(r2 | r3)) {
     if (n0 >= 0)
       rot2_lanes<P, Dots::kNext>(m, x0, y1, a2, b2, x1, y0, a3, b3, A + n0 * m, A + n1 * m, &g[0], &g[1]);
@@ -956,7 +956,7 @@ constexpr int64_t kLaneChunk = 8;
 
 template <class P>
 typename P::Mask jacobi_cross_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm, LaneScales<P> sc, int64_t ilo,
-                                    int64_t ihi, int64_t jlo, int64_t jhi, P tol, int64_t* qs, P* ab) {
+                                    int64_t ihi, int64_t jlo, int64_t jhi, P rtol, int64_t* qs, P* ab) {
   auto any = P::not_(P::all_lanes());
   auto col = [&](int64_t j) { return A + j * m; };
   for (int64_t c0 = jlo; c0 < jhi; c0 += kLaneChunk) {
@@ -968,7 +968,7 @@ typename P::Mask jacobi_cross_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm, La
       for (; q + 1 < c1; q += 2) {
         if (q == c0) g[0] = dot_lanes(m, col(p), col(q)), g[1] = dot_lanes(m, col(p + 1), col(q + 1));
         const bool more = q + 3 < c1;
-        const auto r = jacobi_quad_lanes(A, m, nrm, sc, p, p + 1, q, q + 1, tol, g, more ? q + 2 : -1,
+        const auto r = jacobi_quad_lanes(A, m, nrm, sc, p, p + 1, q, q + 1, rtol, g, more ? q + 2 : -1,
                                          more ? q + 3 : -1, ab + 8 * quads);
         if (P::any(r)) {
           any = any | r;
@@ -977,12 +977,12 @@ typename P::Mask jacobi_cross_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm, La
       }
       if (V && quads) rotate_quads_lanes(V, n, p, p + 1, qs, ab, quads);
       if (q < c1) {
-        any = any | jacobi_pair_lanes(A, m, V, n, nrm, sc, p, q, tol);
-        any = any | jacobi_pair_lanes(A, m, V, n, nrm, sc, p + 1, q, tol);
+        any = any | jacobi_pair_lanes(A, m, V, n, nrm, sc, p, q, rtol);
+        any = any | jacobi_pair_lanes(A, m, V, n, nrm, sc, p + 1, q, rtol);
       }
     }
     if (p < ihi)
-      for (int64_t q = c0; q < c1; ++q) any = any | jacobi_pair_lanes(A, m, V, n, nrm, sc, p, q, tol);
+      for (int64_t q = c0; q < c1; ++q) any = any | jacobi_pair_lanes(A, m, V, n, nrm, sc, p, q, rtol);
   }
   return any;
 }
@@ -993,12 +993,12 @@ typename P::Mask jacobi_cross_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm, La
 // L1 (the whole of a group's X does not fit there in f64).
 template <class P>
 typename P::Mask jacobi_cross_all_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm, LaneScales<P> sc, int64_t lo,
-                                        int64_t hi, P tol, int64_t* qs, P* ab) {
+                                        int64_t hi, P rtol, int64_t* qs, P* ab) {
   if (hi - lo <= 2) return P::not_(P::all_lanes());
   const int64_t mid = lo + 2 * ((hi - lo + 3) / 4);
-  auto any = jacobi_cross_all_lanes(A, m, V, n, nrm, sc, lo, mid, tol, qs, ab);
-  any = any | jacobi_cross_all_lanes(A, m, V, n, nrm, sc, mid, hi, tol, qs, ab);
-  return any | jacobi_cross_lanes(A, m, V, n, nrm, sc, lo, mid, mid, hi, tol, qs, ab);
+  auto any = jacobi_cross_all_lanes(A, m, V, n, nrm, sc, lo, mid, rtol, qs, ab);
+  any = any | jacobi_cross_all_lanes(A, m, V, n, nrm, sc, mid, hi, rtol, qs, ab);
+  return any | jacobi_cross_lanes(A, m, V, n, nrm, sc, lo, mid, mid, hi, rtol, qs, ab);
 }
 
 // One-sided Jacobi on the m x n (m >= n, n <= kCompactSvdMax) matrices in
@@ -1014,7 +1014,8 @@ typename P::Mask jacobi_cross_all_lanes(P* A, int64_t m, P* V, int64_t n, P* nrm
 template <class P>
 int one_sided_jacobi_lanes(P* A, int64_t m, int64_t n, P* V, P* nrm2v) {
   using T = typename P::Scalar;
-  const P tol = P::set1(std::numeric_limits<T>::epsilon() * std::sqrt(static_cast<T>(m)));
+  // 1 / the tolerance: pairs are orthogonal once |g| <= ε √m ‖x_p‖ ‖x_q‖.
+  const P rtol = P::set1(T(1) / (std::numeric_limits<T>::epsilon() * std::sqrt(static_cast<T>(m))));
   const int64_t h = n / 2;  // column pairs 2a, 2a + 1; an odd last column is paired one by one
   constexpr int64_t kMaxQuads = kCompactSvdMax / 2;
   int64_t qs[kMaxQuads];
@@ -1040,10 +1041,10 @@ int one_sided_jacobi_lanes(P* A, int64_t m, int64_t n, P* V, P* nrm2v) {
     int64_t a = 0;
     for (; a + 1 < h; a += 2) {
       const P g0 = dot_lanes(m, col(2 * a), col(2 * a + 1)), g1 = dot_lanes(m, col(2 * a + 2), col(2 * a + 3));
-      any = any | jacobi_two_lanes(A, m, V, n, nrm2v, sc, 2 * a, 2 * a + 1, 2 * a + 2, 2 * a + 3, g0, g1, tol);
+      any = any | jacobi_two_lanes(A, m, V, n, nrm2v, sc, 2 * a, 2 * a + 1, 2 * a + 2, 2 * a + 3, g0, g1, rtol);
     }
-    if (a < h) any = any | jacobi_pair_lanes(A, m, V, n, nrm2v, sc, 2 * a, 2 * a + 1, tol);
-    any = any | jacobi_cross_all_lanes(A, m, V, n, nrm2v, sc, 0, n, tol, qs, ab);
+    if (a < h) any = any | jacobi_pair_lanes(A, m, V, n, nrm2v, sc, 2 * a, 2 * a + 1, rtol);
+    any = any | jacobi_cross_all_lanes(A, m, V, n, nrm2v, sc, 0, n, rtol, qs, ab);
     if (!P::any(any)) {
       fold(false);
       return sweep;

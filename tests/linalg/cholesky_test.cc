@@ -22,8 +22,14 @@ namespace {
 using namespace testing;
 using ::testing::HasSubstr;
 
-int potrf_ref(double* a, int64_t n) { return LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, a, n); }
-int potrf_ref(float* a, int64_t n) { return LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', n, a, n); }
+int potrf_ref(double* a, int64_t n) {
+  OneBlasThread one;
+  return LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, a, n);
+}
+int potrf_ref(float* a, int64_t n) {
+  OneBlasThread one;
+  return LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', n, a, n);
+}
 
 // LAPACK's lower factor of matrix b of a, row-major; `info` is potrf's.
 template <class T> std::vector<T> lapack_factor(const Mats<T>& a, int64_t b, int& info) {

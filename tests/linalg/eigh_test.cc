@@ -25,8 +25,14 @@ namespace {
 using namespace testing;
 using ::testing::HasSubstr;
 
-int syevd_ref(int64_t n, double* a, double* w) { return LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'N', 'L', n, a, n, w); }
-int syevd_ref(int64_t n, float* a, float* w) { return LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'N', 'L', n, a, n, w); }
+int syevd_ref(int64_t n, double* a, double* w) {
+  OneBlasThread one;
+  return LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'N', 'L', n, a, n, w);
+}
+int syevd_ref(int64_t n, float* a, float* w) {
+  OneBlasThread one;
+  return LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'N', 'L', n, a, n, w);
+}
 
 struct EighErrors {
   double residual = 0, orthogonality = 0, vs_lapack = 0;
@@ -212,6 +218,7 @@ template <class T> void check_against_syevd(int64_t n, bool colmajor, int thread
   std::vector<T> ref(static_cast<size_t>(n * n)), wr(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) ref[i * n + j] = a(i, j);
+  OneBlasThread one;
   if constexpr (sizeof(T) == 8) {
     ASSERT_EQ(LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', n, ref.data(), n, wr.data()), 0);
   } else {

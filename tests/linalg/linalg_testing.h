@@ -3,6 +3,7 @@
 // double, and a fixture that runs a test on each ISA copy of the routines.
 #pragma once
 
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +17,24 @@
 #include "sinew/tensor/tensor_view.h"
 
 namespace sinew::linalg::testing {
+
+// Runs the LAPACK references on one OpenBLAS thread while it lives.
+// OpenBLAS 0.3.21 on a CPU it does not recognize (it falls back to its
+// Prescott kernels, as on this VM when OPENBLAS_CORETYPE is unset) returned
+// ssyevd info = 6 on every f32 7x7 matrix of
+// EighTest.CompactBatchesBothMethods with two threads, in some runs and
+// not in others; on one thread, or with its Haswell or SkylakeX kernels, it
+// always converged. A reference must not be what fails.
+class OneBlasThread {
+ public:
+  OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~OneBlasThread() { openblas_set_num_threads(saved_); }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_;
+};
 
 template <class T> constexpr DType dtype_of() { return sizeof(T) == 8 ? DType::kF64 : DType::kF32; }
 template <class T> constexpr double eps() { return std::numeric_limits<T>::epsilon(); }

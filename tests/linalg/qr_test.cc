@@ -22,15 +22,19 @@ using namespace testing;
 using ::testing::HasSubstr;
 
 int geqrf_ref(int64_t m, int64_t n, double* a, double* tau) {
+  OneBlasThread one;
   return LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, m, n, a, n, tau);
 }
 int geqrf_ref(int64_t m, int64_t n, float* a, float* tau) {
+  OneBlasThread one;
   return LAPACKE_sgeqrf(LAPACK_ROW_MAJOR, m, n, a, n, tau);
 }
 int gels_ref(int64_t m, int64_t n, int64_t k, double* a, double* b) {
+  OneBlasThread one;
   return LAPACKE_dgels(LAPACK_ROW_MAJOR, 'N', m, n, k, a, n, b, k);
 }
 int gels_ref(int64_t m, int64_t n, int64_t k, float* a, float* b) {
+  OneBlasThread one;
   return LAPACKE_sgels(LAPACK_ROW_MAJOR, 'N', m, n, k, a, n, b, k);
 }
 

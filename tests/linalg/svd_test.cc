@@ -26,10 +26,12 @@ using namespace testing;
 using ::testing::HasSubstr;
 
 int gesdd_ref(int64_t m, int64_t n, double* a, double* s) {
+  OneBlasThread one;
   double u = 0, vt = 0;
   return LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'N', m, n, a, n, s, &u, std::max<int64_t>(m, 1), &vt, std::max<int64_t>(n, 1));
 }
 int gesdd_ref(int64_t m, int64_t n, float* a, float* s) {
+  OneBlasThread one;
   float u = 0, vt = 0;
   return LAPACKE_sgesdd(LAPACK_ROW_MAJOR, 'N', m, n, a, n, s, &u, std::max<int64_t>(m, 1), &vt, std::max<int64_t>(n, 1));
 }

@@ -514,6 +514,7 @@ int run_gemm_bench(const GemmBenchConfig& cfg, Report& report) {
   if (tuner.cache_path() != cache)
     throw InternalError(fmt::format("the GEMM tuner was created before the benchmark chose its cache {}", cache));
   fmt::print("peers: {}; {}\n", openblas_description(), blis_description());
+  if (const std::string w = openblas_fallback_warning(); !w.empty()) fmt::print(stderr, "{}\n", w);
   const auto t0 = Clock::now();
   const PeakFigures peak = run_peak_bench(cfg.threads, cfg.quick, report);
   Bench b(cfg, report, peak);

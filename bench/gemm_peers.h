@@ -11,6 +11,9 @@ namespace sinew::bench {
 
 // "OpenBLAS 0.3.21 ... Cooperlake" (openblas_get_config() and the core).
 std::string openblas_description();
+// Empty, or a warning naming the OPENBLAS_CORETYPE to set when OpenBLAS did
+// not recognize this CPU and runs its Prescott (SSE3) fallback kernels.
+std::string openblas_fallback_warning();
 // c[m,n] (row stride ldc) = a[m,k] @ (b[k,n] or, with b_t, b[n,k]^T) + beta * c.
 void openblas_sgemm(int threads, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                     int64_t ldb, bool b_t, float beta, float* c, int64_t ldc);

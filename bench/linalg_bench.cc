@@ -15,7 +15,9 @@
 // A batch runs LAPACK as a loop of calls split across the same number of
 // threads as sinew (one OpenBLAS thread each); a single matrix gives
 // OpenBLAS `t` threads. Run the benchmark with OPENBLAS_CORETYPE and
-// OPENBLAS_L2_SIZE unset, or OpenBLAS picks a slower kernel on this machine.
+// OPENBLAS_L2_SIZE unset, or OpenBLAS picks a slower kernel on this machine;
+// where OpenBLAS does not recognize the CPU it warns and names the core to
+// force (openblas_fallback_warning).
 #include "linalg_bench.h"
 
 #include <cblas.h>
@@ -29,6 +31,7 @@
 #include <limits>
 #include <random>
 
+#include "gemm_peers.h"
 #include "sinew/core/thread_pool.h"
 #include "sinew/linalg/cholesky.h"
 #include "sinew/linalg/eigh.h"
@@ -505,6 +508,8 @@ int run_linalg_bench(const LinalgConfig& cfg, Report& report) {
   std::vector<Shape> shapes;
   for (int64_t n : cfg.sizes) shapes.push_back({static_cast<int>(n), 1});
   if (cfg.batch > 0) shapes.push_back({static_cast<int>(cfg.batch_n), cfg.batch});
+  fmt::print("peer: {}\n", openblas_description());
+  if (const std::string w = openblas_fallback_warning(); !w.empty()) fmt::print(stderr, "{}\n", w);
   int failed = 0;
   for (const auto& op : cfg.ops)
     for (const auto& dt : cfg.dtypes)

@@ -765,6 +765,14 @@ template <class P>
   }
 }
 
+// One row of a scaled rotation of held columns: x <- x - a y, y <- y + b x.
+template <class P>
+[[gnu::always_inline]] inline void turn_lanes(P& x, P& y, P a, P b) {
+  const P u = fnma(a, y, x);
+  y = fma(b, x, y);
+  x = u;
+}
+
 // Turns the held columns (x0, y0) by (a0, b0) and (x1, y1) by (a1, b1), m
 // rows of lanes, in one pass, with the dot products of held columns that D
 // asks for (as rot2).
@@ -778,9 +786,9 @@ template <class P, Dots D>
   P s0[K], s1[K];
   for (int k = 0; k < K; ++k) s0[k] = s1[k] = P::zero();
   auto row = [&](int64_t i, int k) {
-    const P p0 = x0[i], q0 = y0[i], p1 = x1[i], q1 = y1[i];
-    const P u0 = fnma(a0, q0, p0), v0 = fma(b0, p0, q0);
-    const P u1 = fnma(a1, q1, p1), v1 = fma(b1, p1, q1);
+    P u0 = x0[i], v0 = y0[i], u1 = x1[i], v1 = y1[i];
+    turn_lanes(u0, v0, a0, b0);
+    turn_lanes(u1, v1, a1, b1);
     x0[i] = u0;
     y0[i] = v0;
     x1[i] = u1;
@@ -808,11 +816,7 @@ template <class P, Dots D>
 // Turns the held columns (x, y) by (a, b), m rows of lanes.
 template <class P>
 [[gnu::always_inline]] inline void rot_lanes(int64_t m, P* x, P* y, P a, P b) {
-  for (int64_t i = 0; i < m; ++i) {
-    const P p = x[i], q = y[i];
-    x[i] = fnma(a, q, p);
-    y[i] = fma(b, p, q);
-  }
+  for (int64_t i = 0; i < m; ++i) turn_lanes(x[i], y[i], a, b);
 }
 
 // The jacobi_*_lanes kernels below stay out of line: inlined into the sweep
@@ -902,11 +906,6 @@ void rotate_quads_lanes(P* V, int64_t n, int64_t p0, int64_t p1, const int64_t* 
   constexpr int64_t R = 4;  // independent rows: the rotations chain through P0, P1
   P* w0 = V + p0 * n;
   P* w1 = V + p1 * n;
-  auto turn = [](P& x, P& y, P a, P b) {
-    const P u = fnma(a, y, x);
-    y = fma(b, x, y);
-    x = u;
-  };
   int64_t i0 = 0;
   for (; i0 + R <= n; i0 += R) {
     P P0[R], P1[R];
@@ -917,10 +916,10 @@ void rotate_quads_lanes(P* V, int64_t n, int64_t p0, int64_t p1, const int64_t* 
       const P* e = ab + 8 * k;
       for (int64_t r = 0; r < R; ++r) {
         P Q0 = v0[r], Q1 = v1[r];
-        turn(P0[r], Q0, e[0], e[1]);
-        turn(P1[r], Q1, e[2], e[3]);
-        turn(P0[r], Q1, e[4], e[5]);
-        turn(P1[r], Q0, e[6], e[7]);
+        turn_lanes(P0[r], Q0, e[0], e[1]);
+        turn_lanes(P1[r], Q1, e[2], e[3]);
+        turn_lanes(P0[r], Q1, e[4], e[5]);
+        turn_lanes(P1[r], Q0, e[6], e[7]);
         v0[r] = Q0;
         v1[r] = Q1;
       }
@@ -934,10 +933,10 @@ void rotate_quads_lanes(P* V, int64_t n, int64_t p0, int64_t p1, const int64_t* 
       P* v1 = v0 + n;
       const P* e = ab + 8 * k;
       P Q0 = *v0, Q1 = *v1;
-      turn(P0, Q0, e[0], e[1]);
-      turn(P1, Q1, e[2], e[3]);
-      turn(P0, Q1, e[4], e[5]);
-      turn(P1, Q0, e[6], e[7]);
+      turn_lanes(P0, Q0, e[0], e[1]);
+      turn_lanes(P1, Q1, e[2], e[3]);
+      turn_lanes(P0, Q1, e[4], e[5]);
+      turn_lanes(P1, Q0, e[6], e[7]);
       *v0 = Q0;
       *v1 = Q1;
     }
@@ -1017,26 +1016,23 @@ int one_sided_jacobi_lanes(P* A, int64_t m, int64_t n, P* V, P* nrm2v) {
   // 1 / the tolerance: pairs are orthogonal once |g| <= ε √m ‖x_p‖ ‖x_q‖.
   const P rtol = P::set1(T(1) / (std::numeric_limits<T>::epsilon() * std::sqrt(static_cast<T>(m))));
   const int64_t h = n / 2;  // column pairs 2a, 2a + 1; an odd last column is paired one by one
-  constexpr int64_t kMaxQuads = kCompactSvdMax / 2;
-  int64_t qs[kMaxQuads];
-  P ab[8 * kMaxQuads], d[kCompactSvdMax], di[kCompactSvdMax];
+  int64_t qs[kLaneChunk / 2];  // a row of quads, within a chunk
+  P ab[8 * (kLaneChunk / 2)], d[kCompactSvdMax], di[kCompactSvdMax];
   const LaneScales<P> sc{d, di};
   auto col = [&](int64_t j) { return A + j * m; };
+  std::fill(d, d + n, P::set1(T(1)));
   // Folds the scales into the columns (and V's); from then on x_j = y_j.
-  auto fold = [&](bool first) {
+  auto fold = [&] {
     for (int64_t j = 0; j < n; ++j) {
-      if (!first) {
-        for (int64_t i = 0; i < m; ++i) col(j)[i] = col(j)[i] * d[j];
-        if (V)
-          for (int64_t i = 0; i < n; ++i) V[i + j * n] = V[i + j * n] * d[j];
-      }
+      for (int64_t i = 0; i < m; ++i) col(j)[i] = col(j)[i] * d[j];
+      if (V)
+        for (int64_t i = 0; i < n; ++i) V[i + j * n] = V[i + j * n] * d[j];
       d[j] = di[j] = P::set1(T(1));
       nrm2v[j] = dot_lanes(m, col(j), col(j));  // exact norms: the updates' rounding does not pile up
     }
   };
-  fold(true);
   for (int sweep = 0; sweep < kSvdMaxSweeps; ++sweep) {
-    if (sweep > 0) fold(false);
+    fold();
     auto any = P::not_(P::all_lanes());
     int64_t a = 0;
     for (; a + 1 < h; a += 2) {
@@ -1046,11 +1042,11 @@ int one_sided_jacobi_lanes(P* A, int64_t m, int64_t n, P* V, P* nrm2v) {
     if (a < h) any = any | jacobi_pair_lanes(A, m, V, n, nrm2v, sc, 2 * a, 2 * a + 1, rtol);
     any = any | jacobi_cross_all_lanes(A, m, V, n, nrm2v, sc, 0, n, rtol, qs, ab);
     if (!P::any(any)) {
-      fold(false);
+      fold();
       return sweep;
     }
   }
-  fold(false);
+  fold();
   return kSvdMaxSweeps + 1;
 }
 

@@ -19,13 +19,6 @@ struct GemmBenchConfig {
   bool evaluate = true;           // the "tuned pick within 3% of the exhaustive best" evaluation
 };
 
-// Re-executes this process once with the environment the peers need for a
-// fair run: without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (which pin
-// OpenBLAS to a slower kernel on this machine kind) and with
-// BLIS_ARCH_TYPE=skx (BLIS's auto-detection picks generic kernels on some
-// of them). Returns only when the environment is already right or the
-// re-exec failed (with a warning).
-void ensure_gemm_bench_env();
 
 // Returns the number of cases that failed.
 int run_gemm_bench(const GemmBenchConfig& cfg, Report& report);

@@ -14,10 +14,9 @@
 //
 // A batch runs LAPACK as a loop of calls split across the same number of
 // threads as sinew (one OpenBLAS thread each); a single matrix gives
-// OpenBLAS `t` threads. Run the benchmark with OPENBLAS_CORETYPE and
-// OPENBLAS_L2_SIZE unset, or OpenBLAS picks a slower kernel on this machine;
-// where OpenBLAS does not recognize the CPU it warns and names the core to
-// force (openblas_fallback_warning).
+// OpenBLAS `t` threads. The CLI runs it in the peers' environment
+// (ensure_peer_bench_env: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset, and
+// the core forced where OpenBLAS does not recognize the CPU).
 #include "linalg_bench.h"
 
 #include <cblas.h>

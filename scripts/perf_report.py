@@ -300,7 +300,7 @@ def render_gemm(rows, all_rows, out_dir):
     print("vectorized GELU pass; bf16, fp8 and NVFP4 rows: sgemm/sgemv of the same shape on f32 operands, as")
     print("OpenBLAS 0.3.21 has no bf16 GEMM); `blis` = BLIS 0.9 (skx kernels) through its typed API. OpenBLAS ran")
     print("its Cooperlake kernels (`peers:` line of the run); where it does not recognize the CPU and falls back to")
-    print("Prescott, `sinew bench` warns and names the `OPENBLAS_CORETYPE` to set. Each figure is the fastest of")
+    print("Prescott, `sinew bench` forces the core that the CPU's features call for. Each figure is the fastest of")
     print("samples interleaved across the impls (the machine is shared; other work only adds time). frac_of_peak")
     print("is of the FMA peak measured in the same run (the bf16 dot peak for bf16 cases).\n")
     gemm_targets(val, cases, peak)

@@ -620,6 +620,7 @@ int one_sided_jacobi_deferred(Mat<T> X, Mat<T> W, T* nrm2v, DeferScratch<T>& s, 
 // columns are orthonormal; the flagged ones must already be.
 template <class T> void complete_columns(Mat<T> Q, const std::vector<char>& good, QrScratch<T>& s, int threads) {
   const int64_t m = Q.m, q = Q.n;
+  if (std::all_of(good.begin(), good.begin() + q, [](char g) { return g != 0; })) return;  // the usual case
   std::vector<int64_t> keep, fill;
   for (int64_t j = 0; j < q; ++j) (good[j] ? keep : fill).push_back(j);
   if (fill.empty()) return;

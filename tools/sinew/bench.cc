@@ -7,6 +7,7 @@
 
 #include "bench/collectives_bench.h"
 #include "bench/gemm_bench.h"
+#include "bench/gemm_peers.h"
 #include "bench/linalg_bench.h"
 #include "bench/peak_bench.h"
 #include "bench/recovery_bench.h"
@@ -200,6 +201,7 @@ void add_bench_command(CLI::App& app, int& rc) {
     }
     if (!lo->ops.empty()) cfg.ops = split_list(lo->ops);
     if (!lo->dtypes.empty()) cfg.dtypes = split_list(lo->dtypes);
+    bench::ensure_peer_bench_env();
     bench::Report report;
     int failed = bench::run_linalg_bench(cfg, report);
     for (const char* metric : {"ms", "residual", "orthogonality", "rel_err_small_sv"}) {
@@ -243,7 +245,7 @@ void add_bench_command(CLI::App& app, int& rc) {
   gemm->add_flag("--quick", go->quick, "a subset that finishes in about a minute");
   gemm->add_flag("--no-eval", go->no_eval, "skip the tuned-pick-versus-exhaustive-best evaluation");
   gemm->callback([go, thread_list, &rc] {
-    bench::ensure_gemm_bench_env();
+    bench::ensure_peer_bench_env();
     bench::GemmBenchConfig cfg;
     cfg.threads = thread_list(go->threads);
     cfg.quick = go->quick;

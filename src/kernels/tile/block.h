@@ -69,23 +69,33 @@ void run_block(const BlockArgs& ba) {
       }
       prefetch_c<K>(ba, ir, jr, mr);
       if constexpr (requires { &K::template multiply_update<true, BMode::kPacked>; }) {
-        // One K block, a full tile and a plain row-major output: finish in
-        // registers (micro.h, multiply_update).
+        // A full tile whose result goes to a plain row-major array (the
+        // output, or the partial sums of earlier K blocks) with no epilogue
+        // yet: finish in registers (micro.h, multiply_update), as
+        // finish_tile would, without the tile's round trip through memory.
         const StoreArgs& st = ba.store;
-        if (st.first && st.last && !st.epilogue && mr == MR && nr == NR && st.out.cs == 1 &&
-            st.out.dtype == dtype_of<T>() && ba.a_packed && mode != BMode::kDirectTail && !ba.b_dot &&
-            (st.beta == 0 || (st.prior.cs == 1 && st.prior.dtype == dtype_of<T>()))) {
-          T* out = reinterpret_cast<T*>(elem_ptr(st.out, ba.i0 + ir, ba.j0 + jr));
-          const T* prior =
-              st.beta == 0 ? nullptr : reinterpret_cast<const T*>(elem_ptr(st.prior, ba.i0 + ir, ba.j0 + jr));
+        const bool to_out = st.last && !st.epilogue && st.out.cs == 1 && st.out.dtype == dtype_of<T>();
+        if (mr == MR && nr == NR && ba.a_packed && mode != BMode::kDirectTail && !ba.b_dot && (to_out || !st.last) &&
+            (!st.first || st.beta == 0 || (st.prior.cs == 1 && st.prior.dtype == dtype_of<T>()))) {
+          T* partial = st.acc ? static_cast<T*>(st.acc) + ir * st.acc_ld + jr : nullptr;
+          T* out = to_out ? reinterpret_cast<T*>(elem_ptr(st.out, ba.i0 + ir, ba.j0 + jr)) : partial;
+          const int64_t out_ld = to_out ? st.out.rs : st.acc_ld;
+          const T* prior = partial;  // later K blocks add to the partial sums
+          int64_t prior_ld = st.acc_ld;
+          T beta = 1;
+          if (st.first) {
+            prior = st.beta == 0 ? nullptr : reinterpret_cast<const T*>(elem_ptr(st.prior, ba.i0 + ir, ba.j0 + jr));
+            prior_ld = st.prior.rs;
+            beta = static_cast<T>(st.beta);
+          }
           const P* a = static_cast<const P*>(ba.a) + (ir / MR) * MR * steps;
-          const T alpha = static_cast<T>(st.alpha), beta = static_cast<T>(st.beta);
+          const T alpha = static_cast<T>(st.alpha);
           if (mode == BMode::kPacked)
             K::template multiply_update<true, BMode::kPacked>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
-                                                               st.prior.rs, out, st.out.rs);
+                                                               prior_ld, out, out_ld);
           else
             K::template multiply_update<true, BMode::kDirect>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
-                                                               st.prior.rs, out, st.out.rs);
+                                                               prior_ld, out, out_ld);
           continue;
         }
       }

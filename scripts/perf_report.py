@@ -34,7 +34,8 @@ def render_fr(rows):
     print("`sinew bench collectives --fr pair`: samples alternate recording on and off in one run (the order")
     print("inside each pair alternating too); the overhead is the median of the on/off ratio of each pair. The")
     print("dump is of the full ring, rendered to JSON and written to a file. Targets: at most 1% of a 4 KiB")
-    print("allreduce's latency, a 2000-entry dump under 100 ms.\n")
+    print("allreduce's latency, a 2000-entry dump under 100 ms. The file holds the median of a batch of runs")
+    print("(`--samples 1000`); docs/flight_recorder.md, \"Cost\", gives each batch's spread.\n")
     print("| case | latency on (us) | latency off (us) | overhead | target | met |")
     print("|---|---|---|---|---|---|")
     for c in OrderedDict.fromkeys(r["case"] for r in rows if r["metric"] == "fr_overhead_pct"):

@@ -481,34 +481,6 @@ class Bench {
 
 }  // namespace
 
-void ensure_peer_bench_env() {
-  const char* stage = std::getenv("SINEW_BENCH_PEER_ENV");
-  if (!stage) {
-    ::unsetenv("OPENBLAS_CORETYPE");
-    ::unsetenv("OPENBLAS_L2_SIZE");
-    if (cpu_features().avx512) ::setenv("BLIS_ARCH_TYPE", "skx", 1);
-    // BLIS's OpenMP threads otherwise spin in barriers, which on a shared
-    // (oversubscribed) machine costs it most of its speed at 2 threads.
-    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-    ::setenv("SINEW_BENCH_PEER_ENV", "1", 1);
-  } else if (std::strcmp(stage, "1") == 0 && openblas_fallback_core()) {
-    ::setenv("OPENBLAS_CORETYPE", openblas_fallback_core(), 1);
-    ::setenv("SINEW_BENCH_PEER_ENV", "2", 1);
-  } else {
-    return;
-  }
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> args;
-  std::string a;
-  while (std::getline(in, a, '\0')) args.push_back(a);
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  if (!args.empty()) ::execv(self_exe().c_str(), argv.data());
-  fmt::print(stderr, "warning: could not re-execute {} for the benchmark environment; OpenBLAS keeps the inherited one\n",
-             self_exe());
-}
-
 int run_gemm_bench(const GemmBenchConfig& cfg, Report& report) {
   // The dispatch must see only this run's picks: a cache of its own.
   const std::string cache =

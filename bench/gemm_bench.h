@@ -19,7 +19,6 @@ struct GemmBenchConfig {
   bool evaluate = true;           // the "tuned pick within 3% of the exhaustive best" evaluation
 };
 
-
 // Returns the number of cases that failed.
 int run_gemm_bench(const GemmBenchConfig& cfg, Report& report);
 

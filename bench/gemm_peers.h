@@ -17,14 +17,6 @@ std::string openblas_description();
 const char* openblas_fallback_core();
 // Empty, or a warning naming that OPENBLAS_CORETYPE.
 std::string openblas_fallback_warning();
-// Re-executes this process (at most twice) with the environment the peers
-// need for a fair run: without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (which
-// pin OpenBLAS to a slower kernel on some machines), then, if OpenBLAS's own
-// detection falls back to Prescott, with the OPENBLAS_CORETYPE the CPU's
-// features call for; BLIS_ARCH_TYPE=skx (BLIS's auto-detection picks generic
-// kernels on some of them). Returns only when the environment is already
-// right or a re-exec failed (with a warning).
-void ensure_peer_bench_env();
 // c[m,n] (row stride ldc) = a[m,k] @ (b[k,n] or, with b_t, b[n,k]^T) + beta * c.
 void openblas_sgemm(int threads, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                     int64_t ldb, bool b_t, float beta, float* c, int64_t ldc);

@@ -17,7 +17,8 @@ std::string openblas_description() {
 // (4.7x at f32 1024^3). The core that the CPU's features call for then.
 const char* openblas_fallback_core() {
   if (std::strcmp(openblas_get_corename(), "Prescott") != 0 || !__builtin_cpu_supports("avx2")) return nullptr;
-  return __builtin_cpu_supports("avx512bf16") ? "Cooperlake" : __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
+  if (__builtin_cpu_supports("avx512bf16")) return "Cooperlake";
+  return __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
 }
 
 // Ratios against the fallback would flatter sinew, so the benchmarks say so

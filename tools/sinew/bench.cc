@@ -7,9 +7,9 @@
 
 #include "bench/collectives_bench.h"
 #include "bench/gemm_bench.h"
-#include "bench/gemm_peers.h"
 #include "bench/linalg_bench.h"
 #include "bench/peak_bench.h"
+#include "bench/peer_env.h"
 #include "bench/recovery_bench.h"
 #include "tools/sinew/commands.h"
 

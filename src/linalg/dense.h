@@ -148,10 +148,8 @@ inline void load(const MatArg& a, int64_t b, Mat<T> M, int64_t r0 = 0, int64_t c
     }
 }
 
-template <class T>
-inline void store(Mat<T> M, const MatArg& a, int64_t b, int64_t r0 = 0, int64_t c0 = 0) {
-  T* d = a.ptr<T>(b) + r0 * a.rs + c0 * a.cs;
-  const int64_t rs = a.rs, cs = a.cs;
+// d[i rs + j cs] <- M(i, j).
+template <class T> inline void store_strided(Mat<T> M, T* d, int64_t rs, int64_t cs) {
   if (rs == 1) {
     for (int64_t j = 0; j < M.n; ++j) std::memcpy(d + j * cs, M.col(j), sizeof(T) * M.m);
     return;
@@ -166,6 +164,11 @@ inline void store(Mat<T> M, const MatArg& a, int64_t b, int64_t r0 = 0, int64_t 
       for (int64_t i = i0; i < ie; ++i)
         for (int64_t j = j0; j < je; ++j) d[i * rs + j * cs] = M(i, j);
     }
+}
+
+template <class T>
+inline void store(Mat<T> M, const MatArg& a, int64_t b, int64_t r0 = 0, int64_t c0 = 0) {
+  store_strided(M, a.ptr<T>(b) + r0 * a.rs + c0 * a.cs, a.rs, a.cs);
 }
 
 // Writes `value` to every element of matrix b of `a`.

@@ -83,7 +83,7 @@ MatArg matrix_arg(const TensorView& v, const BatchShape& batch, int64_t rows, in
   auto st = v.strides();
   m.rs = st[st.size() - 2];
   m.cs = st[st.size() - 1];
-  m.offsets = batch_offsets(v, batch);
+  m.offsets = std::make_shared<const std::vector<int64_t>>(batch_offsets(v, batch));
   m.present = true;
   return m;
 }
@@ -98,7 +98,7 @@ MatArg vector_arg(const TensorView& v, const BatchShape& batch, int64_t len, DTy
   m.cols = 1;
   m.rs = v.strides()[v.dim() - 1];
   m.cs = 0;
-  m.offsets = batch_offsets(v, batch);
+  m.offsets = std::make_shared<const std::vector<int64_t>>(batch_offsets(v, batch));
   m.present = true;
   return m;
 }

@@ -40,7 +40,8 @@ void ensure_peer_bench_env() {
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   if (!args.empty()) ::execv(self_exe().c_str(), argv.data());
-  fmt::print(stderr, "warning: could not re-execute {} for the benchmark environment; OpenBLAS keeps the inherited one\n",
+  fmt::print(stderr,
+             "warning: could not re-execute {} for the benchmark environment; OpenBLAS keeps the inherited one\n",
              self_exe());
 }
 

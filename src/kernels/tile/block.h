@@ -91,11 +91,11 @@ void run_block(const BlockArgs& ba) {
           const P* a = static_cast<const P*>(ba.a) + (ir / MR) * MR * steps;
           const T alpha = static_cast<T>(st.alpha);
           if (mode == BMode::kPacked)
-            K::template multiply_update<true, BMode::kPacked>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
-                                                               prior_ld, out, out_ld);
+            K::template multiply_update<true, BMode::kPacked>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior, prior_ld,
+                                                              out, out_ld);
           else
-            K::template multiply_update<true, BMode::kDirect>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
-                                                               prior_ld, out, out_ld);
+            K::template multiply_update<true, BMode::kDirect>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior, prior_ld,
+                                                              out, out_ld);
           continue;
         }
       }

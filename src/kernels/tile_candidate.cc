@@ -74,6 +74,24 @@ thread_local Scratch t_shared_b;
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
+// The K step for kb steps in blocks of at most kc: the fewest blocks, of
+// equal depth (a multiple of kstep), so that no block is a thin remainder
+// (K = 768 in blocks of 704 left one of 64, which paid a whole block's tile
+// loads and stores for a tenth of the work).
+int64_t balanced_kc(int64_t kb, int64_t kc, int64_t kstep) {
+  if (kb <= kc) return kc;
+  return std::min(kc, round_up(ceil_div(kb, ceil_div(kb, kc)), kstep));
+}
+
+// The M step for `rows` rows in blocks of about mc: a last block of under a
+// quarter of mc joins the one before it rather than repacking all of B for
+// a few rows (M = 4096 in blocks of 4092 packed B twice, once for 4 rows).
+int64_t merged_mc(int64_t rows, int64_t mc, int64_t mr) {
+  const int64_t blocks = ceil_div(rows, mc), last = rows - (blocks - 1) * mc;
+  if (blocks > 1 && last * 4 < mc) return round_up(ceil_div(rows, blocks - 1), mr);
+  return mc;
+}
+
 DType packed_dtype(KernelKind k) { return k == KernelKind::kF64 ? DType::kF64 : (k == KernelKind::kF32 ? DType::kF32 : DType::kBF16); }
 
 // The matrix of batch b with its origin moved to (i, j).
@@ -220,14 +238,15 @@ class TileCandidate final : public Candidate {
     const int64_t kb = p.k;
     SharedB s;
     s.blocks_n = ceil_div(p.n, c_.nc);
-    s.stride = round_up(std::min(c_.nc, p.n), k.nr) * round_up(std::min(c_.kc, kb), k.kstep) * k.packed_bytes;
-    const int64_t blocks_k = ceil_div(kb, c_.kc);
+    const int64_t kc_step = balanced_kc(kb, c_.kc, k.kstep);
+    s.stride = round_up(std::min(c_.nc, p.n), k.nr) * round_up(std::min(kc_step, kb), k.kstep) * k.packed_bytes;
+    const int64_t blocks_k = ceil_div(kb, kc_step);
     if (blocks_k * s.blocks_n * s.stride > kSharedBBytes) return {};
     char* buf = static_cast<char*>(t_shared_b.get(static_cast<size_t>(blocks_k * s.blocks_n * s.stride)));
     const MatrixRef b = at(p.b, 0, 0, 0);
     ThreadPool::global().parallel_for(blocks_k * s.blocks_n, threads, [&](int64_t task, int) {
-      const int64_t pc = task / s.blocks_n * c_.kc, jc = task % s.blocks_n * c_.nc;
-      k.pack_b(at(b, 0, pc, jc), std::min(c_.kc, kb - pc), std::min(c_.nc, p.n - jc), buf + task * s.stride);
+      const int64_t pc = task / s.blocks_n * kc_step, jc = task % s.blocks_n * c_.nc;
+      k.pack_b(at(b, 0, pc, jc), std::min(kc_step, kb - pc), std::min(c_.nc, p.n - jc), buf + task * s.stride);
     });
     s.data = buf;
     return s;
@@ -287,14 +306,15 @@ class TileCandidate final : public Candidate {
     }
 
     const bool partial_in_out = out.dtype == acc && out.cs == 1;
-    const bool need_workspace = kb > c_.kc && !partial_in_out;
-    int64_t mc_step = c_.mc;
+    const int64_t kc_step = balanced_kc(kb, c_.kc, k.kstep);  // as pack_shared_b's
+    const bool need_workspace = kb > kc_step && !partial_in_out;
+    int64_t mc_step = merged_mc(i1 - i0, c_.mc, k.mr);
     if (need_workspace)
       mc_step = std::clamp<int64_t>(kWorkspaceBytes / ((j1 - j0) * acc_bytes) / k.mr * k.mr, k.mr, c_.mc);
     for (int64_t ic = i0; ic < i1; ic += mc_step) {
       const int64_t mc = std::min(mc_step, i1 - ic);
-      for (int64_t pc = 0;; pc += c_.kc) {
-        const int64_t kc = std::min(c_.kc, kb - pc);
+      for (int64_t pc = 0;; pc += kc_step) {
+        const int64_t kc = std::min(kc_step, kb - pc);
         const int64_t kc_pad = round_up(kc, k.kstep);
         void* pa = t_pack_a.get(static_cast<size_t>(std::max<int64_t>(1, round_up(mc, k.mr) * kc_pad * k.packed_bytes)));
         if (kc > 0) k.pack_a(at(a, 0, ic, pc), mc, kc, pa);
@@ -304,7 +324,7 @@ class TileCandidate final : public Candidate {
           const int64_t nc = std::min(c_.nc, j1 - jc);
           const void* pb;
           if (shared.data) {
-            pb = shared.data + (pc / c_.kc * shared.blocks_n + jc / c_.nc) * shared.stride;
+            pb = shared.data + (pc / kc_step * shared.blocks_n + jc / c_.nc) * shared.stride;
           } else {
             void* buf = t_pack_b.get(static_cast<size_t>(std::max<int64_t>(1, round_up(nc, k.nr) * kc_pad * k.packed_bytes)));
             if (kc > 0) k.pack_b(at(b, 0, pc, jc), kc, nc, buf);

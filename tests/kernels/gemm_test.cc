@@ -187,6 +187,37 @@ TEST(GemmDifferential, LargerThanTheDefaultBlocks) {
   }
 }
 
+// Blockings whose last K and M blocks would be thin: K is split into equal
+// blocks, a last M block under a quarter of MC joins the one before it, and
+// with two threads splitting the rows a B of over 4 MB is packed once for
+// all of them in those same K blocks.
+TEST(GemmDifferential, BlocksWithThinRemainders) {
+  int seed = 550;
+  for (int threads : {1, 2}) {
+    Case c;
+    c.m = 70;
+    c.n = threads == 2 ? 5300 : 130;  // 5300 x 200 f32: past the shared-B threshold
+    c.k = 200;
+    c.beta = 0.5;
+    c.threads = threads;
+    testing::Inputs in = testing::make_inputs(c, 1);
+    testing::Outputs o = testing::make_outputs(c, in);
+    Epilogue e;
+    const GemmProblem p = testing::problem_of(c, in, o, &e);
+    std::vector<std::string> ids;
+    for (const Candidate* cand : candidates_for(p, "tile")) {
+      TileConfig cfg;
+      if (!parse_tile_id(cand->id(), &cfg) || cfg.direct || cfg.split != 'm') continue;
+      cfg.kc = 64 * cfg.kernel->kstep;                // 200 = 4 blocks of 50, not 64, 64, 64, 8
+      cfg.mc = 60 / cfg.kernel->mr * cfg.kernel->mr;  // 6 or 12 rows a tile: 70 rows in one block, not 60 + 10
+      cfg.nc = 2 * cfg.kernel->nr;
+      ids.push_back(cfg.id());
+    }
+    ASSERT_FALSE(ids.empty());
+    check_case(c, ++seed, ids);
+  }
+}
+
 TEST(GemmDifferential, ZeroSizes) {
   int seed = 600;
   for (const auto& s : {std::array<int64_t, 3>{0, 5, 3}, std::array<int64_t, 3>{4, 0, 3},

@@ -37,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -376,9 +377,9 @@ class Bench {
   void gemv_case(int64_t m, int64_t n, int64_t k) {
     const std::vector<float> x = random_floats(m * k, 5), wf = random_floats(n * k, 6);
     std::vector<float> y(static_cast<size_t>(m * n)), yb(static_cast<size_t>(m * n));
-    // OpenBLAS's f32 weights, as many copies as sinew's f32 run takes.
-    std::vector<std::vector<float>> wf_copies(static_cast<size_t>(copies_past_llc(wf.size() * 4) - 1), wf);
-    size_t blas_next = 0;
+    // The f32 weight's copies, for sinew's f32 run and for OpenBLAS.
+    WeightCopies f32_copies(GemvWeight{TensorView(const_cast<float*>(wf.data()), DType::kF32, {n, k})},
+                            copies_past_llc(wf.size() * 4));
     const TensorView xv(const_cast<float*>(x.data()), DType::kF32, {m, k}), yv(y.data(), DType::kF32, {m, n});
     std::map<int, double> f32_s, blas_s;
     for (const char* wname : {"f32", "bf16", "fp8_e4m3", "nvfp4"}) {
@@ -406,7 +407,9 @@ class Bench {
         gw = GemvWeight::from(q->q);
         wbytes = q->bytes();
       }
-      WeightCopies copies(gw, copies_past_llc(wbytes));
+      std::optional<WeightCopies> narrow;
+      if (wn != "f32") narrow.emplace(gw, copies_past_llc(wbytes));
+      WeightCopies& copies = narrow ? *narrow : f32_copies;
       for (int t : ts) {
         GemvOptions go;
         go.threads = t;
@@ -415,8 +418,7 @@ class Bench {
         float* yp = yb.data();
         if (!blas_s.count(t))
           impls.push_back({"openblas", [&, xp, yp, t] {
-                             const size_t i = blas_next++ % (wf_copies.size() + 1);
-                             const float* wp = i == 0 ? wf.data() : wf_copies[i - 1].data();
+                             const float* wp = f32_copies.take().w.data_as<const float>();
                              if (m == 1) openblas_sgemv(t, n, k, wp, xp, yp);
                              else openblas_sgemm(t, m, n, k, xp, k, wp, k, true, 0.0f, yp, n);
                            }, true});

@@ -60,26 +60,28 @@ template <class T> struct SvdScratch {
   std::vector<char> good;
 };
 
-// Descending order of sigma, equal values in column order (a stable sort's
-// order, without its buffer).
-inline void descending(const std::vector<double>& sigma, std::vector<int64_t>& order) {
-  order.resize(sigma.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(),
-            [&](int64_t x, int64_t y) { return sigma[x] > sigma[y] || (sigma[x] == sigma[y] && x < y); });
-}
-
 // order[r] = the index of the r-th largest of v[0, n), ties in index order
 // (a stable sort's order), by counting each index's rank: branch-free, where
 // a sort's comparisons on random values mispredict about half the time (0.85
-// of a batched 32x32 SVD's 52 us went to sorting its rows). For the compact
-// path's n <= kCompactSvdMax, finite values.
+// of a batched 32x32 SVD's 52 us went to sorting its rows). For n <=
+// kCompactSvdMax, finite values.
 template <class T> void rank_descending(const T* v, int64_t n, int64_t* order) {
   for (int64_t x = 0; x < n; ++x) {
     int64_t r = 0;
     for (int64_t y = 0; y < n; ++y) r += (v[y] > v[x]) | ((v[y] == v[x]) & (y < x));
     order[r] = x;
   }
+}
+
+// Descending order of sigma, equal values in column order (a stable sort's
+// order, without its buffer).
+inline void descending(const std::vector<double>& sigma, std::vector<int64_t>& order) {
+  const int64_t n = static_cast<int64_t>(sigma.size());
+  order.resize(sigma.size());
+  if (n <= kCompactSvdMax) return rank_descending(sigma.data(), n, order.data());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int64_t x, int64_t y) { return sigma[x] > sigma[y] || (sigma[x] == sigma[y] && x < y); });
 }
 
 template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, int threads) {
@@ -275,8 +277,7 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
   std::vector<double> sigma(static_cast<size_t>(n));
   for (int l = 0; l < cnt; ++l) {
     for (int64_t j = 0; j < n; ++j) sigma[j] = std::sqrt(static_cast<double>(nt[j * W + l]));
-    s.order.resize(static_cast<size_t>(n));
-    rank_descending(sigma.data(), n, s.order.data());
+    descending(sigma, s.order);
     for (int64_t t = 0; t < n; ++t) sig[t] = std::sqrt(nt[s.order[t] * W + l]) * scale[l];
     if (!want) {
       store_vector(sig, job.s, b0 + l);

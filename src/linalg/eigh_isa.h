@@ -34,7 +34,7 @@ template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Bu
   constexpr int W = V::W;
   const int64_t n = job.a.rows, np = packed(n, 0);
   const bool want_v = job.v.present;
-  V* A = buf.get(static_cast<size_t>(2 * np + 2 * n * n + 8 * n));  // packed lower triangle
+  V* A = buf.get(static_cast<size_t>(2 * np + 2 * n * n + (4 + 4 * kQlChains) * n));  // packed lower triangle
   V* A0 = A + np;  // A kept for Jacobi should QL fail
   V* Z = A0 + np;
   V* U = Z + n * n;
@@ -43,7 +43,7 @@ template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Bu
   V* tau = e + n;
   V* p = tau + n;
   V* rc = p + n;
-  V* rs = rc + 2 * n;
+  V* rs = rc + 2 * kQlChains * n;
   if (!load_packed_lanes(job.a, job.upper, b0, cnt, A, job.log)) return;
   alignas(64) T scale[W];
   scale_lanes(A, np, np, 1, scale);

@@ -1,5 +1,6 @@
 // One ISA's copy of the SVD (see backend.h): included by svd_generic.cc and
 // svd_avx512.cc.
+#include <mutex>
 #include <optional>
 
 #include "linalg/tridiagonal_dc.h"  // before the ISA's target pragma: compiled once, outside the copies
@@ -10,7 +11,9 @@
 #include "linalg/cholesky_impl.h"
 #include "linalg/householder_impl.h"
 #include "linalg/tridiagonal_impl.h"
+#include "linalg/tridiagonal_lanes_impl.h"
 #include "linalg/jacobi_svd_impl.h"
+#include "linalg/svd_gram_lanes.h"
 
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 namespace {
@@ -183,18 +186,39 @@ template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, 
   store_svd(job, b, tall, sig, U, Vo);
 }
 
-// The compact path: the same preconditioned method on W matrices at once.
-// Rows are sorted per matrix while loading; pivoting is per lane.
-template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buffer<Vec<T>>& buf, SvdScratch<T>& s) {
+struct Leftovers;
+
+// The Gram path of svd_compact on the loaded and scaled lanes of A (m x n,
+// m >= n; U thin or square): the lanes gram_jacobi_lanes solves are stored,
+// the others go to left. X: m x n, Wl: n x n, nrm: n, scratch:
+// gram_jacobi_scratch(n).
+template <class T>
+void svd_gram_lanes(const SvdJob& job, const int64_t* ids, int cnt, const Vec<T>* A, int64_t m, int64_t n, Vec<T>* X,
+                    Vec<T>* Wl, Vec<T>* nrm, Vec<T>* scratch, const T* scale, SvdScratch<T>& s, Leftovers& left);
+
+// The matrices of a compact batch that the Gram path (svd_gram_lanes.h)
+// leaves to the QR path.
+struct Leftovers {
+  std::mutex mu;
+  std::vector<int64_t> ids;
+};
+
+// The compact path on the matrices ids[0, cnt) (cnt <= W), one per lane:
+// with gram, the Gram-preconditioned Jacobi, whose lanes that do not qualify
+// go to left; otherwise the same QR-preconditioned method as svd_one, rows
+// sorted per matrix while loading, pivoting per lane.
+template <class T>
+void svd_compact(const SvdJob& job, const int64_t* ids, int cnt, bool gram, Buffer<Vec<T>>& buf, SvdScratch<T>& s,
+                 Leftovers& left) {
   using V = Vec<T>;
   constexpr int W = V::W;
   const bool tall = job.a.rows >= job.a.cols, want = job.u.present;
   const MatArg a = tall ? job.a : job.a.transposed();
   const int64_t m = a.rows, n = a.cols;  // m >= n
   const int64_t uq = job.full ? m : n;
-  V* A = buf.get(static_cast<size_t>(m * n + 2 * n * n + m * uq + 5 * n));
-  V* X = A + m * n;
-  V* Wl = X + n * n;
+  V* A = buf.get(static_cast<size_t>(2 * m * n + n * n + m * uq + 5 * n + (gram ? gram_jacobi_scratch(n) : 0)));
+  V* X = A + m * n;  // m x n on the Gram path, n x n on the QR path
+  V* Wl = X + m * n;
   V* C = Wl + n * n;
   V* tau = C + m * uq;
   V* perm = tau + n;
@@ -212,7 +236,7 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
         for (int64_t i = 0; i < m; ++i) at[(i + j * m) * W + l] = i == j ? T(1) : T(0);
       continue;
     }
-    const T* src = a.ptr<T>(b0 + l);
+    const T* src = a.ptr<T>(ids[l]);
     // Row max-norms in the order the matrix lies in (column by column when
     // its columns are contiguous: a row at a time walks a new cache line
     // per element), into a local array the compiler knows src does not
@@ -235,7 +259,7 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j)
           if (const T x = src[i * a.rs + j * a.cs]; !std::isfinite(x)) {
-            job.log->record({b0 + l, FailKind::kNonFinite, tall ? i : j, tall ? j : i, static_cast<double>(x)});
+            job.log->record({ids[l], FailKind::kNonFinite, tall ? i : j, tall ? j : i, static_cast<double>(x)});
             return;
           }
     }
@@ -245,6 +269,10 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
   }
   alignas(64) T scale[W];
   scale_lanes(A, m, m, n, scale);
+  if (gram) {
+    svd_gram_lanes(job, ids, cnt, A, m, n, X, Wl, nrm, vn2 + n, scale, s, left);
+    return;
+  }
   geqp3_lanes(A, m, n, tau, perm, vn1, vn2);
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < n; ++i) X[i + j * n] = i >= j ? A[j + i * m] : V::zero();  // X = Rᵀ
@@ -252,7 +280,7 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < n; ++i) Wl[i + j * n] = V::set1(i == j ? T(1) : T(0));
   if (one_sided_jacobi_lanes(X, n, n, want ? Wl : nullptr, nrm) > kSvdMaxSweeps) {
-    for (int l = 0; l < cnt; ++l) job.log->record({b0 + l, FailKind::kNoConvergence, kSvdMaxSweeps, 0, 0.0});
+    for (int l = 0; l < cnt; ++l) job.log->record({ids[l], FailKind::kNoConvergence, kSvdMaxSweeps, 0, 0.0});
     return;
   }
   if (want) {  // C = Q [W 0; 0 I], W's columns renormalized (see svd_one)
@@ -280,7 +308,7 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
     descending(sigma, s.order);
     for (int64_t t = 0; t < n; ++t) sig[t] = std::sqrt(nt[s.order[t] * W + l]) * scale[l];
     if (!want) {
-      store_vector(sig, job.s, b0 + l);
+      store_vector(sig, job.s, ids[l]);
       continue;
     }
     s.good.assign(static_cast<size_t>(n), 0);
@@ -300,7 +328,56 @@ template <class T> void svd_compact(const SvdJob& job, int64_t b0, int cnt, Buff
     }
     for (int64_t t = n; t < uq; ++t)
       for (int64_t i = 0; i < m; ++i) U(pr[i], t) = ct[(i + t * m) * W + l];
-    store_svd(job, b0 + l, tall, sig, U, Vo);
+    store_svd(job, ids[l], tall, sig, U, Vo);
+  }
+}
+
+template <class T>
+void svd_gram_lanes(const SvdJob& job, const int64_t* ids, int cnt, const Vec<T>* A, int64_t m, int64_t n, Vec<T>* X,
+                    Vec<T>* Wl, Vec<T>* nrm, Vec<T>* scratch, const T* scale, SvdScratch<T>& s, Leftovers& left) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const bool tall = job.a.rows >= job.a.cols, want = job.u.present;
+  const auto done = gram_jacobi_lanes(A, m, n, X, want ? Wl : nullptr, nrm, scratch);
+  alignas(64) T flag[W];
+  select(done, V::set1(T(1)), V::zero()).store(flag);
+  const T* xt = reinterpret_cast<const T*>(X);
+  const T* wt = reinterpret_cast<const T*>(Wl);
+  const T* nt = reinterpret_cast<const T*>(nrm);
+  T* cur = s.buf.get(carve_size<T>(m, n) + carve_size<T>(n, n) + static_cast<size_t>(n) + 16);
+  Mat<T> U = carve<T>(cur, m, n), Vo = carve<T>(cur, n, n);
+  T* sig = cur;
+  std::vector<double> sigma(static_cast<size_t>(n));
+  std::vector<int64_t> rest;
+  for (int l = 0; l < cnt; ++l) {
+    bool ok = flag[l] != T(0);
+    for (int64_t j = 0; j < n && ok; ++j) {
+      const T sj = std::sqrt(nt[j * W + l]);
+      ok = sj > T(0) && std::isfinite(T(1) / sj);
+      sigma[j] = sj;
+    }
+    if (!ok) {
+      rest.push_back(ids[l]);
+      continue;
+    }
+    descending(sigma, s.order);
+    for (int64_t t = 0; t < n; ++t) sig[t] = static_cast<T>(sigma[s.order[t]]) * scale[l];
+    if (!want) {
+      store_vector(sig, job.s, ids[l]);
+      continue;
+    }
+    const int64_t* pr = s.perm_r.data() + l * m;
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t j = s.order[t];
+      const T inv = T(1) / static_cast<T>(sigma[j]);
+      for (int64_t i = 0; i < m; ++i) U(pr[i], t) = xt[(i + j * m) * W + l] * inv;
+      for (int64_t i = 0; i < n; ++i) Vo(i, t) = wt[(i + j * n) * W + l];
+    }
+    store_svd(job, ids[l], tall, sig, U, Vo);
+  }
+  if (!rest.empty()) {
+    std::lock_guard<std::mutex> lock(left.mu);
+    left.ids.insert(left.ids.end(), rest.begin(), rest.end());
   }
 }
 
@@ -320,9 +397,24 @@ template <class T> void svd_job(const SvdJob& job) {
   PerWorker<SvdScratch<T>> scratch(job.threads);
   if (count >= 2 && std::max(m, n) <= kCompactSvdMax) {
     constexpr int W = Vec<T>::W;
+    // The Gram path for f64 (in f32 most random matrices would fail its
+    // condition test) unless U is full and not square (its m - n extra
+    // columns come from the QR).
+    const bool gram = std::is_same_v<T, double> && !(job.u.present && job.full && m != n);
     PerWorker<Buffer<Vec<T>>> bufs(job.threads);
+    Leftovers left;
     ThreadPool::global().parallel_for((count + W - 1) / W, job.threads, [&](int64_t g, int w) {
-      svd_compact<T>(job, g * W, static_cast<int>(std::min<int64_t>(W, count - g * W)), bufs[w], scratch[w]);
+      int64_t ids[W];
+      const int cnt = static_cast<int>(std::min<int64_t>(W, count - g * W));
+      std::iota(ids, ids + cnt, g * W);
+      svd_compact<T>(job, ids, cnt, gram, bufs[w], scratch[w], left);
+    });
+    if (left.ids.empty()) return;
+    std::sort(left.ids.begin(), left.ids.end());
+    const int64_t rest = static_cast<int64_t>(left.ids.size());
+    ThreadPool::global().parallel_for((rest + W - 1) / W, job.threads, [&](int64_t g, int w) {
+      svd_compact<T>(job, left.ids.data() + g * W, static_cast<int>(std::min<int64_t>(W, rest - g * W)), false, bufs[w],
+                     scratch[w], left);
     });
     return;
   }

@@ -99,13 +99,26 @@ template <class T> void orgtr_lanes(const Vec<T>* U, const Vec<T>* tau, int64_t 
     for (int64_t j = i + 1; j < n; ++j) std::swap(Z[i + j * n], Z[j + i * n]);
 }
 
-// Rows [r0, r1) of Z (row-major, n columns) <- Z G_{M-1} ... G_l, G_i the
-// rotation (c[i], s[i]) of columns i, i+1 as QL makes it. Each row carries
-// one column through the whole chain in a register, so each entry is loaded
-// and stored once; four rows at a time hide the FMA latency of the chain.
+// QL iterations whose rotations go through Z in one pass: Z (64 KB for n =
+// 32 in f64) does not fit L1, and one pass per iteration had QL bound by
+// moving it through L2.
+constexpr int kQlChains = 4;
+
+// The rotations of one QL iteration: (c[i], s[i]) of columns i, i+1 for i
+// from M - 1 down to l.
+template <class T> struct QlChain {
+  const Vec<T>* c;
+  const Vec<T>* s;
+  int64_t l, M;
+};
+
+// Rows [r0, r1) of Z (row-major, n columns) <- Z G(0) ... G(k-1), G(j) =
+// G_{M-1} ... G_l of chains[j]. Each row carries one column through a whole
+// chain in a register, so each entry is loaded and stored once per chain,
+// from L1 after the first; four rows at a time hide the FMA latency of the
+// chain.
 template <class T>
-void rotate_rows_lanes(Vec<T>* Z, int64_t n, int64_t r0, int64_t r1, int64_t l, int64_t M, const Vec<T>* c,
-                       const Vec<T>* s) {
+void rotate_rows_lanes(Vec<T>* Z, int64_t n, int64_t r0, int64_t r1, const QlChain<T>* chains, int k) {
   using V = Vec<T>;
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) {
@@ -113,33 +126,43 @@ void rotate_rows_lanes(Vec<T>* Z, int64_t n, int64_t r0, int64_t r1, int64_t l, 
     V* z1 = z0 + n;
     V* z2 = z1 + n;
     V* z3 = z2 + n;
-    V f0 = z0[M], f1 = z1[M], f2 = z2[M], f3 = z3[M];
-    for (int64_t i = M - 1; i >= l; --i) {
-      const V ci = c[i], si = s[i];
-      const V a0 = z0[i], a1 = z1[i], a2 = z2[i], a3 = z3[i];
-      z0[i + 1] = fma(si, a0, ci * f0);
-      z1[i + 1] = fma(si, a1, ci * f1);
-      z2[i + 1] = fma(si, a2, ci * f2);
-      z3[i + 1] = fma(si, a3, ci * f3);
-      f0 = fnma(si, f0, ci * a0);
-      f1 = fnma(si, f1, ci * a1);
-      f2 = fnma(si, f2, ci * a2);
-      f3 = fnma(si, f3, ci * a3);
+    for (int j = 0; j < k; ++j) {
+      const V* c = chains[j].c;
+      const V* s = chains[j].s;
+      const int64_t l = chains[j].l, M = chains[j].M;
+      V f0 = z0[M], f1 = z1[M], f2 = z2[M], f3 = z3[M];
+      for (int64_t i = M - 1; i >= l; --i) {
+        const V ci = c[i], si = s[i];
+        const V a0 = z0[i], a1 = z1[i], a2 = z2[i], a3 = z3[i];
+        z0[i + 1] = fma(si, a0, ci * f0);
+        z1[i + 1] = fma(si, a1, ci * f1);
+        z2[i + 1] = fma(si, a2, ci * f2);
+        z3[i + 1] = fma(si, a3, ci * f3);
+        f0 = fnma(si, f0, ci * a0);
+        f1 = fnma(si, f1, ci * a1);
+        f2 = fnma(si, f2, ci * a2);
+        f3 = fnma(si, f3, ci * a3);
+      }
+      z0[l] = f0;
+      z1[l] = f1;
+      z2[l] = f2;
+      z3[l] = f3;
     }
-    z0[l] = f0;
-    z1[l] = f1;
-    z2[l] = f2;
-    z3[l] = f3;
   }
   for (; r < r1; ++r) {
     V* z = Z + r * n;
-    V f = z[M];
-    for (int64_t i = M - 1; i >= l; --i) {
-      const V a = z[i];
-      z[i + 1] = fma(s[i], a, c[i] * f);
-      f = fnma(s[i], f, c[i] * a);
+    for (int j = 0; j < k; ++j) {
+      const V* c = chains[j].c;
+      const V* s = chains[j].s;
+      const int64_t l = chains[j].l, M = chains[j].M;
+      V f = z[M];
+      for (int64_t i = M - 1; i >= l; --i) {
+        const V a = z[i];
+        z[i + 1] = fma(s[i], a, c[i] * f);
+        f = fnma(s[i], f, c[i] * a);
+      }
+      z[l] = f;
     }
-    z[l] = f;
   }
 }
 
@@ -149,25 +172,28 @@ void rotate_rows_lanes(Vec<T>* Z, int64_t n, int64_t r0, int64_t r1, int64_t l, 
 // given. Each lane splits and shifts on its own; a lane whose eigenvalue l
 // has converged rotates by the identity until all lanes have. The chain of
 // one iteration is a serial run of square roots and divisions while Z's
-// update is plain FMAs that d and e do not wait for, so each iteration's
-// rotations are applied to Z a few rows at a time during the next one's
-// chain. rc, rs: 2n scratch each. Returns false when a lane took more than kQlMaxIterations
+// update is plain FMAs that d and e do not wait for, so the rotations of
+// kQlChains iterations are applied to Z in one pass, a few rows at a time
+// during the next kQlChains iterations' chains. rc, rs: 2 kQlChains n
+// scratch each. A lane splits at e[m] once |e[m]| <= tol (|d[m]| + |d[m+1]|),
+// tol = ε unless given. Returns false when a lane took more than kQlMaxIterations
 // iterations for one eigenvalue or a rotation underflowed to 0 (then d, e
 // and Z hold garbage).
-template <class T> bool ql_lanes(Vec<T>* d, Vec<T>* e, int64_t n, Vec<T>* Z, Vec<T>* rc, Vec<T>* rs) {
+template <class T> bool ql_lanes(Vec<T>* d, Vec<T>* e, int64_t n, Vec<T>* Z, Vec<T>* rc, Vec<T>* rs, T tol = 0) {
   using V = Vec<T>;
   constexpr int W = V::W;
   const T eps = std::numeric_limits<T>::epsilon();
-  const V veps = V::set1(eps), zero = V::zero(), one = V::set1(T(1)), two = V::set1(T(2));
+  const V veps = V::set1(tol > 0 ? tol : eps), zero = V::zero(), one = V::set1(T(1)), two = V::set1(T(2));
   // Below this f² + g² has lost precision to underflow.
   const V r_min = V::set1(std::sqrt(std::numeric_limits<T>::min()) / eps);
   e[n - 1] = zero;
-  V* cb[2] = {rc, rc + n};
-  V* sb[2] = {rs, rs + n};
-  int cur = 0;
-  int64_t pl = 0, pM = 0, prow = n;  // pending: cb[cur ^ 1] from l = pl to pM, rows [prow, n) still to do
+  // Two batches of chains: one being built, the other pending, its rows
+  // [prow, n) still to rotate.
+  QlChain<T> batch[2][kQlChains];
+  int cur = 0, built = 0, pending = 0;
+  int64_t prow = n;
   auto drain = [&](int64_t upto) {
-    if (Z && prow < upto) rotate_rows_lanes(Z, n, prow, upto, pl, pM, cb[cur ^ 1], sb[cur ^ 1]);
+    if (Z && prow < upto) rotate_rows_lanes(Z, n, prow, upto, batch[cur ^ 1], pending);
     prow = std::max(prow, upto);
   };
   for (int64_t l = 0; l + 1 < n; ++l) {
@@ -198,10 +224,10 @@ template <class T> bool ql_lanes(Vec<T>* d, Vec<T>* e, int64_t n, Vec<T>* Z, Vec
       for (int64_t i = l + 1; i <= M; ++i) dm = select(V::set1(static_cast<T>(i)) <= mv, d[i], dm);
       g = dm - d[l] + el / (g + copysign(r, g));
       V s = one, c = one, p = zero;
-      V* rc_ = cb[cur];
-      V* rs_ = sb[cur];
+      V* rc_ = rc + (cur * kQlChains + built) * n;
+      V* rs_ = rs + (cur * kQlChains + built) * n;
       for (int64_t i = M - 1; i >= l; --i) {
-        drain(std::min(n, ((M - i) * n / (M - l) + 3) / 4 * 4));
+        drain(std::min(n, ((built * (M - l) + M - i) * n / (kQlChains * (M - l)) + 3) / 4 * 4));
         const auto act = V::set1(static_cast<T>(i)) < mv;
         const V f = s * e[i], b = c * e[i];
         r = sqrt(fma(f, f, g * g));
@@ -232,13 +258,20 @@ template <class T> bool ql_lanes(Vec<T>* d, Vec<T>* e, int64_t n, Vec<T>* Z, Vec
         const V vi = V::set1(static_cast<T>(i));
         e[i] = select(active & (vi <= mv) & (mv <= vi), zero, e[i]);
       }
-      drain(n);
-      pl = l;
-      pM = M;
-      prow = 0;
-      cur ^= 1;
+      batch[cur][built++] = {rc_, rs_, l, M};
+      if (built == kQlChains) {
+        drain(n);
+        pending = built;
+        built = 0;
+        prow = 0;
+        cur ^= 1;
+      }
     }
   }
+  drain(n);
+  pending = built;
+  prow = 0;
+  cur ^= 1;
   drain(n);
   return true;
 }

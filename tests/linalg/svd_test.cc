@@ -170,6 +170,35 @@ TEST_P(SvdTest, BatchesCompactAndPerMatrix) {
   check_svd<double>(3, 45, 41, true, false, 2);
 }
 
+// f64 batches take Jacobi preconditioned by the Gram matrix's eigenvectors
+// for matrices with condition number up to 1e4 and leave the others to
+// Jacobi after a pivoted QR: a batch that mixes both (a fifth of its
+// matrices with one column 1e-6 of the others), thin and full, square and
+// not (full U of a non-square batch: the QR path throughout), values only,
+// one and two threads.
+TEST_P(SvdTest, GramPathAndTheMatricesItLeaves) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{32, 32}, {20, 33}, {40, 17}}) {
+    for (bool full : {false, true}) {
+      const int64_t count = 21, k = std::min(m, n);
+      Mats<double> a(count, m, n);
+      fill_normal(a);
+      for (int64_t b = 0; b < count; b += 5)
+        for (int64_t i = 0; i < m; ++i) a(b, i, b % n) *= 1e-6;
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << m << "x" << n << " full " << full << " threads " << threads);
+        Mats<double> u(count, m, full ? m : k), vh(count, full ? n : k, n);
+        Vecs<double> s(count, k), s2(count, k);
+        svd(a.view(true), u.view(true), s.view(true), vh.view(true), {full, threads});
+        svdvals(a.view(true), s2.view(true), {full, threads});
+        for (int64_t b = 0; b < count; ++b) {
+          expect_good(svd_errors(a, u, s, vh, b, true), b);
+          for (int64_t i = 0; i < k; ++i) EXPECT_NEAR(s(b, i), s2(b, i), 4 * k * eps<double>() * s(b, 0)) << b;
+        }
+      }
+    }
+  }
+}
+
 template <class T> void check_structured(Mats<T> a, bool full) {
   const int64_t m = a.rows, n = a.cols, k = std::min(m, n), count = a.count;
   Mats<T> u(count, m, full ? m : k), vh(count, full ? n : k, n);
@@ -279,6 +308,8 @@ TEST_P(SvdTest, GradedMatricesKeepSmallSingularValuesAccurate) {
   check_graded<double>(1, 36, 24, 7, 8);   // both
   check_graded<double>(1, 24, 36, 8, 7);   // wide
   check_graded<double>(9, 24, 24, 0, 13);  // compact batch
+  check_graded<double>(9, 24, 24, 0, 6);   // compact, mild enough for the Gram matrix's eigenvalues
+  check_graded<double>(9, 24, 24, 6, 0);
   check_graded<float>(1, 30, 20, 0, 6);
   check_graded<float>(17, 16, 16, 4, 5);
 }

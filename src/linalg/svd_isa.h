@@ -188,6 +188,19 @@ template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, 
 
 struct Leftovers;
 
+// Writes f(i, j) to element (i, j) of the rows x cols matrix b of a, in the
+// order of a's memory.
+template <class T, class F> void put(const MatArg& a, int64_t b, int64_t rows, int64_t cols, F f) {
+  T* d = a.ptr<T>(b);
+  if (a.rs <= a.cs) {
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t i = 0; i < rows; ++i) d[i * a.rs + j * a.cs] = f(i, j);
+  } else {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) d[i * a.rs + j * a.cs] = f(i, j);
+  }
+}
+
 // The Gram path of svd_compact on the loaded and scaled lanes of A (m x n,
 // m >= n; U thin or square): the lanes gram_jacobi_lanes solves are stored,
 // the others go to left. X: m x n, Wl: n x n, nrm: n, scratch:
@@ -226,7 +239,8 @@ void svd_compact(const SvdJob& job, const int64_t* ids, int cnt, bool gram, Buff
   V* vn1 = nrm + n;
   V* vn2 = vn1 + n;
   T* at = reinterpret_cast<T*>(A);
-  // Load each lane with its rows sorted by decreasing max-norm.
+  // Load each lane, on the QR path with its rows sorted by decreasing
+  // max-norm (the Gram path does not depend on their order).
   s.perm_r.assign(static_cast<size_t>(m * W), 0);
   for (int l = 0; l < W; ++l) {
     int64_t* pr = s.perm_r.data() + l * m;
@@ -263,7 +277,7 @@ void svd_compact(const SvdJob& job, const int64_t* ids, int cnt, bool gram, Buff
             return;
           }
     }
-    rank_descending(rown, m, pr);  // decreasing max-norm, ties in row order
+    if (!gram) rank_descending(rown, m, pr);  // decreasing max-norm, ties in row order
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < m; ++i) at[(i + j * m) * W + l] = src[pr[i] * a.rs + j * a.cs];
   }
@@ -344,9 +358,8 @@ void svd_gram_lanes(const SvdJob& job, const int64_t* ids, int cnt, const Vec<T>
   const T* xt = reinterpret_cast<const T*>(X);
   const T* wt = reinterpret_cast<const T*>(Wl);
   const T* nt = reinterpret_cast<const T*>(nrm);
-  T* cur = s.buf.get(carve_size<T>(m, n) + carve_size<T>(n, n) + static_cast<size_t>(n) + 16);
-  Mat<T> U = carve<T>(cur, m, n), Vo = carve<T>(cur, n, n);
-  T* sig = cur;
+  T* sig = s.buf.get(2 * static_cast<size_t>(n));
+  T* inv = sig + n;
   std::vector<double> sigma(static_cast<size_t>(n));
   std::vector<int64_t> rest;
   for (int l = 0; l < cnt; ++l) {
@@ -366,14 +379,20 @@ void svd_gram_lanes(const SvdJob& job, const int64_t* ids, int cnt, const Vec<T>
       store_vector(sig, job.s, ids[l]);
       continue;
     }
-    const int64_t* pr = s.perm_r.data() + l * m;
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t j = s.order[t];
-      const T inv = T(1) / static_cast<T>(sigma[j]);
-      for (int64_t i = 0; i < m; ++i) U(pr[i], t) = xt[(i + j * m) * W + l] * inv;
-      for (int64_t i = 0; i < n; ++i) Vo(i, t) = wt[(i + j * n) * W + l];
+    store_vector(sig, job.s, ids[l]);
+    // Straight from the lanes to the outputs: U = X's columns over σ, V =
+    // Wl (A = V Σ Uᵀ when A is wide).
+    const int64_t* ord = s.order.data();
+    for (int64_t t = 0; t < n; ++t) inv[t] = T(1) / static_cast<T>(sigma[ord[t]]);
+    auto u = [&](int64_t i, int64_t t) { return xt[(i + ord[t] * m) * W + l] * inv[t]; };
+    auto v = [&](int64_t i, int64_t t) { return wt[(i + ord[t] * n) * W + l]; };
+    if (tall) {
+      put<T>(job.u, ids[l], m, n, u);
+      put<T>(job.vh, ids[l], n, n, [&](int64_t t, int64_t i) { return v(i, t); });
+    } else {
+      put<T>(job.u, ids[l], n, n, v);
+      put<T>(job.vh, ids[l], n, m, [&](int64_t t, int64_t i) { return u(i, t); });
     }
-    store_svd(job, ids[l], tall, sig, U, Vo);
   }
   if (!rest.empty()) {
     std::lock_guard<std::mutex> lock(left.mu);

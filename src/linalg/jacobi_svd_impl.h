@@ -638,25 +638,6 @@ template <class T> void complete_columns(Mat<T> Q, const std::vector<char>& good
 
 // ---- compact: W matrices at once --------------------------------------------
 
-// 1 / a and 1 / √a from the approximations (2⁻¹⁴) by Newton steps: two
-// give full double precision (a few ulps), one float's.
-template <class P>
-[[gnu::always_inline]] inline P newton_rcp(P a) {
-  using T = typename P::Scalar;
-  P y = rcp_approx(a);
-  const P one = P::set1(T(1));
-  for (int k = 0; k < (sizeof(T) == 8 ? 2 : 1); ++k) y = fma(y, fnma(a, y, one), y);
-  return y;
-}
-template <class P>
-[[gnu::always_inline]] inline P newton_rsqrt(P a) {
-  using T = typename P::Scalar;
-  P y = rsqrt_approx(a);
-  const P half = P::set1(T(0.5)), three_halves = P::set1(T(1.5));
-  for (int k = 0; k < (sizeof(T) == 8 ? 2 : 1); ++k) y = y * fnma(half * a, y * y, three_halves);
-  return y;
-}
-
 // Lane by lane, the rotation (c, s, t = tan θ) that makes the columns with
 // squared norms np2, nq2 and dot product g orthogonal: the identity (c = 1,
 // s = t = 0) in lanes where they already are to working precision or either

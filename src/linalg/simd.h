@@ -153,6 +153,25 @@ template <class T> struct Vec {
 
 #endif
 
+// 1 / a and 1 / √a from the approximations (2⁻¹⁴) by Newton steps: two
+// give full double precision (a few ulps), one float's.
+template <class P>
+[[gnu::always_inline]] inline P newton_rcp(P a) {
+  using T = typename P::Scalar;
+  P y = rcp_approx(a);
+  const P one = P::set1(T(1));
+  for (int k = 0; k < (sizeof(T) == 8 ? 2 : 1); ++k) y = fma(y, fnma(a, y, one), y);
+  return y;
+}
+template <class P>
+[[gnu::always_inline]] inline P newton_rsqrt(P a) {
+  using T = typename P::Scalar;
+  P y = rsqrt_approx(a);
+  const P half = P::set1(T(0.5)), three_halves = P::set1(T(1.5));
+  for (int k = 0; k < (sizeof(T) == 8 ? 2 : 1); ++k) y = y * fnma(half * a, y * y, three_halves);
+  return y;
+}
+
 // ---- column kernels on contiguous arrays ----------------------------------
 
 template <class T> inline T dot(int64_t n, const T* x, const T* y) {

@@ -16,9 +16,11 @@
 // left to the QR-preconditioned Jacobi (svd_compact), which keeps its
 // accuracy on graded matrices.
 //
-// The cost for a group of eight 32x32 f64 matrices, per matrix: the Gram
-// matrix 0.9 us, tridiagonalization and Q 2.3 us, QL 10 us, A W1 1.2 us and
-// the sweeps 8.6 us, against 7.3 us of QR and Q and 32 us of sweeps.
+// The cost per matrix in a group of eight 32x32 f64 matrices, before the
+// QL took its rotations from Newton steps (TSC, one thread): the Gram matrix
+// 0.9 us, tridiagonalization and Q 2.3 us, QL 10 us, A W1 1.2 us, the
+// sweeps 8.6 us; the QR path spent 7.3 us on its QR and Q and 32 us on
+// sweeps.
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 
 constexpr double kGramSvdMaxCond = 1e4;

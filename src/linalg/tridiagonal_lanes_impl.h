@@ -230,16 +230,19 @@ template <class T> bool ql_lanes(Vec<T>* d, Vec<T>* e, int64_t n, Vec<T>* Z, Vec
         drain(std::min(n, ((built * (M - l) + M - i) * n / (kQlChains * (M - l)) + 3) / 4 * 4));
         const auto act = V::set1(static_cast<T>(i)) < mv;
         const V f = s * e[i], b = c * e[i];
-        r = sqrt(fma(f, f, g * g));
-        if (V::any(act & (r < r_min))) {
+        const V x = fma(f, f, g * g);
+        V inv = newton_rsqrt(x);
+        r = x * inv;
+        if (V::any(act & V::not_(r >= r_min))) {  // small, zero or NaN
+          r = sqrt(x);
           const V mx = max(abs(f), abs(g));
-          const V inv = one / select(mx > zero, mx, one);
-          const V fs = f * inv, gs = g * inv;
+          const V sc = one / select(mx > zero, mx, one);
+          const V fs = f * sc, gs = g * sc;
           r = select(r < r_min, mx * sqrt(fma(fs, fs, gs * gs)), r);
           if (V::any(act & V::not_(r > zero))) return false;
+          inv = one / select(act, r, one);
         }
         e[i + 1] = select(act, r, e[i + 1]);
-        const V inv = one / select(act, r, one);
         const V sn = f * inv, cn = g * inv;
         const V gn = d[i + 1] - p;
         const V rn = fma(d[i] - gn, sn, two * cn * b);

@@ -186,8 +186,6 @@ template <class T> void svd_one(const SvdJob& job, int64_t b, SvdScratch<T>& s, 
   store_svd(job, b, tall, sig, U, Vo);
 }
 
-struct Leftovers;
-
 // Writes f(i, j) to element (i, j) of the rows x cols matrix b of a, in the
 // order of a's memory.
 template <class T, class F> void put(const MatArg& a, int64_t b, int64_t rows, int64_t cols, F f) {
@@ -201,20 +199,65 @@ template <class T, class F> void put(const MatArg& a, int64_t b, int64_t rows, i
   }
 }
 
-// The Gram path of svd_compact on the loaded and scaled lanes of A (m x n,
-// m >= n; U thin or square): the lanes gram_jacobi_lanes solves are stored,
-// the others go to left. X: m x n, Wl: n x n, nrm: n, scratch:
-// gram_jacobi_scratch(n).
-template <class T>
-void svd_gram_lanes(const SvdJob& job, const int64_t* ids, int cnt, const Vec<T>* A, int64_t m, int64_t n, Vec<T>* X,
-                    Vec<T>* Wl, Vec<T>* nrm, Vec<T>* scratch, const T* scale, SvdScratch<T>& s, Leftovers& left);
-
 // The matrices of a compact batch that the Gram path (svd_gram_lanes.h)
 // leaves to the QR path.
 struct Leftovers {
   std::mutex mu;
   std::vector<int64_t> ids;
 };
+
+// The Gram path of svd_compact on the loaded and scaled lanes of A (m x n,
+// m >= n; U thin or square): the lanes gram_jacobi_lanes solves are stored,
+// the others go to left. X: m x n, Wl: n x n, nrm: n, scratch:
+// gram_jacobi_scratch(n).
+template <class T>
+void svd_gram_lanes(const SvdJob& job, const int64_t* ids, int cnt, const Vec<T>* A, int64_t m, int64_t n, Vec<T>* X,
+                    Vec<T>* Wl, Vec<T>* nrm, Vec<T>* scratch, const T* scale, SvdScratch<T>& s, Leftovers& left) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const bool tall = job.a.rows >= job.a.cols, want = job.u.present;
+  const auto done = gram_jacobi_lanes(A, m, n, X, want ? Wl : nullptr, nrm, scratch);
+  const T* xt = reinterpret_cast<const T*>(X);
+  const T* wt = reinterpret_cast<const T*>(Wl);
+  const T* nt = reinterpret_cast<const T*>(nrm);
+  T* sig = s.buf.get(2 * static_cast<size_t>(n));
+  T* inv = sig + n;
+  std::vector<double> sigma(static_cast<size_t>(n));
+  std::vector<int64_t> rest;
+  for (int l = 0; l < cnt; ++l) {
+    bool ok = V::lane(done, l);
+    for (int64_t j = 0; j < n && ok; ++j) {
+      const T sj = std::sqrt(nt[j * W + l]);
+      ok = sj > T(0) && std::isfinite(T(1) / sj);
+      sigma[j] = sj;
+    }
+    if (!ok) {
+      rest.push_back(ids[l]);
+      continue;
+    }
+    descending(sigma, s.order);
+    for (int64_t t = 0; t < n; ++t) sig[t] = static_cast<T>(sigma[s.order[t]]) * scale[l];
+    store_vector(sig, job.s, ids[l]);
+    if (!want) continue;
+    // Straight from the lanes to the outputs: U = X's columns over σ, V =
+    // Wl (A = V Σ Uᵀ when A is wide).
+    const int64_t* ord = s.order.data();
+    for (int64_t t = 0; t < n; ++t) inv[t] = T(1) / static_cast<T>(sigma[ord[t]]);
+    auto u = [&](int64_t i, int64_t t) { return xt[(i + ord[t] * m) * W + l] * inv[t]; };
+    auto v = [&](int64_t i, int64_t t) { return wt[(i + ord[t] * n) * W + l]; };
+    if (tall) {
+      put<T>(job.u, ids[l], m, n, u);
+      put<T>(job.vh, ids[l], n, n, [&](int64_t t, int64_t i) { return v(i, t); });
+    } else {
+      put<T>(job.u, ids[l], n, n, v);
+      put<T>(job.vh, ids[l], n, m, [&](int64_t t, int64_t i) { return u(i, t); });
+    }
+  }
+  if (!rest.empty()) {
+    std::lock_guard<std::mutex> lock(left.mu);
+    left.ids.insert(left.ids.end(), rest.begin(), rest.end());
+  }
+}
 
 // The compact path on the matrices ids[0, cnt) (cnt <= W), one per lane:
 // with gram, the Gram-preconditioned Jacobi, whose lanes that do not qualify
@@ -343,60 +386,6 @@ void svd_compact(const SvdJob& job, const int64_t* ids, int cnt, bool gram, Buff
     for (int64_t t = n; t < uq; ++t)
       for (int64_t i = 0; i < m; ++i) U(pr[i], t) = ct[(i + t * m) * W + l];
     store_svd(job, ids[l], tall, sig, U, Vo);
-  }
-}
-
-template <class T>
-void svd_gram_lanes(const SvdJob& job, const int64_t* ids, int cnt, const Vec<T>* A, int64_t m, int64_t n, Vec<T>* X,
-                    Vec<T>* Wl, Vec<T>* nrm, Vec<T>* scratch, const T* scale, SvdScratch<T>& s, Leftovers& left) {
-  using V = Vec<T>;
-  constexpr int W = V::W;
-  const bool tall = job.a.rows >= job.a.cols, want = job.u.present;
-  const auto done = gram_jacobi_lanes(A, m, n, X, want ? Wl : nullptr, nrm, scratch);
-  alignas(64) T flag[W];
-  select(done, V::set1(T(1)), V::zero()).store(flag);
-  const T* xt = reinterpret_cast<const T*>(X);
-  const T* wt = reinterpret_cast<const T*>(Wl);
-  const T* nt = reinterpret_cast<const T*>(nrm);
-  T* sig = s.buf.get(2 * static_cast<size_t>(n));
-  T* inv = sig + n;
-  std::vector<double> sigma(static_cast<size_t>(n));
-  std::vector<int64_t> rest;
-  for (int l = 0; l < cnt; ++l) {
-    bool ok = flag[l] != T(0);
-    for (int64_t j = 0; j < n && ok; ++j) {
-      const T sj = std::sqrt(nt[j * W + l]);
-      ok = sj > T(0) && std::isfinite(T(1) / sj);
-      sigma[j] = sj;
-    }
-    if (!ok) {
-      rest.push_back(ids[l]);
-      continue;
-    }
-    descending(sigma, s.order);
-    for (int64_t t = 0; t < n; ++t) sig[t] = static_cast<T>(sigma[s.order[t]]) * scale[l];
-    if (!want) {
-      store_vector(sig, job.s, ids[l]);
-      continue;
-    }
-    store_vector(sig, job.s, ids[l]);
-    // Straight from the lanes to the outputs: U = X's columns over σ, V =
-    // Wl (A = V Σ Uᵀ when A is wide).
-    const int64_t* ord = s.order.data();
-    for (int64_t t = 0; t < n; ++t) inv[t] = T(1) / static_cast<T>(sigma[ord[t]]);
-    auto u = [&](int64_t i, int64_t t) { return xt[(i + ord[t] * m) * W + l] * inv[t]; };
-    auto v = [&](int64_t i, int64_t t) { return wt[(i + ord[t] * n) * W + l]; };
-    if (tall) {
-      put<T>(job.u, ids[l], m, n, u);
-      put<T>(job.vh, ids[l], n, n, [&](int64_t t, int64_t i) { return v(i, t); });
-    } else {
-      put<T>(job.u, ids[l], n, n, v);
-      put<T>(job.vh, ids[l], n, m, [&](int64_t t, int64_t i) { return u(i, t); });
-    }
-  }
-  if (!rest.empty()) {
-    std::lock_guard<std::mutex> lock(left.mu);
-    left.ids.insert(left.ids.end(), rest.begin(), rest.end());
   }
 }
 

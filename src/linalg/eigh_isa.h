@@ -34,16 +34,12 @@ template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Bu
   constexpr int W = V::W;
   const int64_t n = job.a.rows, np = packed(n, 0);
   const bool want_v = job.v.present;
-  V* A = buf.get(static_cast<size_t>(2 * np + 2 * n * n + (4 + 4 * kQlChains) * n));  // packed lower triangle
+  // A: the lanes' lower triangles, packed.
+  V* A = buf.get(static_cast<size_t>(2 * np + n * n + n + tridiagonal_eigh_lanes_scratch(n)));
   V* A0 = A + np;  // A kept for Jacobi should QL fail
   V* Z = A0 + np;
-  V* U = Z + n * n;
-  V* d = U + n * n;
-  V* e = d + n;
-  V* tau = e + n;
-  V* p = tau + n;
-  V* rc = p + n;
-  V* rs = rc + 2 * kQlChains * n;
+  V* d = Z + n * n;
+  V* scratch = d + n;
   if (!load_packed_lanes(job.a, job.upper, b0, cnt, A, job.log)) return;
   alignas(64) T scale[W];
   scale_lanes(A, np, np, 1, scale);
@@ -52,9 +48,7 @@ template <class T> void eigh_compact(const EighJob& job, int64_t b0, int cnt, Bu
   bool solved = false;
   if (!jacobi) {
     std::copy(A, A + np, A0);
-    sytd2_lanes(A, n, d, e, tau, U, p);
-    if (want_v) orgtr_lanes(U, tau, n, Z);
-    solved = ql_lanes(d, e, n, want_v ? Z : nullptr, rc, rs);
+    solved = tridiagonal_eigh_lanes(A, n, d, want_v ? Z : nullptr, scratch);
     if (!solved) std::copy(A0, A0 + np, A);
   }
   if (!solved) {

@@ -26,7 +26,7 @@ namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 constexpr double kGramSvdMaxCond = 1e4;
 
 // Scratch (in vectors) of gram_jacobi_lanes for n columns.
-inline int64_t gram_jacobi_scratch(int64_t n) { return packed(n, 0) + 2 * n * n + (4 + 4 * kQlChains) * n; }
+inline int64_t gram_jacobi_scratch(int64_t n) { return packed(n, 0) + n * n + n + tridiagonal_eigh_lanes_scratch(n); }
 
 // G (n x n, lower triangle packed by rows) <- AᵀA for the m x n (ld m)
 // matrices in the lanes of A, two columns of G at a time.
@@ -109,26 +109,17 @@ template <class T>
 typename Vec<T>::Mask gram_jacobi_lanes(const Vec<T>* A, int64_t m, int64_t n, Vec<T>* X, Vec<T>* Wl, Vec<T>* nrm2v,
                                         Vec<T>* scratch) {
   using V = Vec<T>;
-  const int64_t np = packed(n, 0);
   V* G = scratch;
-  V* U = G + np;
-  V* Z = U + n * n;
+  V* Z = G + packed(n, 0);
   V* d = Z + n * n;
-  V* e = d + n;
-  V* tau = e + n;
-  V* p = tau + n;
-  V* rc = p + n;
-  V* rs = rc + 2 * kQlChains * n;
   gram_lanes(A, m, n, G);
-  sytd2_lanes(G, n, d, e, tau, U, p);
-  orgtr_lanes(U, tau, n, Z);
   // W1 only has to be orthogonal (its rotations are) and close to the
   // eigenvectors: split once e is below √ε/10 of its neighbours, not ε,
   // which leaves the sweeps' count as it was and saves QL 10% of its
   // iterations.
   const T split = std::sqrt(std::numeric_limits<T>::epsilon()) / 10;
   auto ok = V::all_lanes();
-  if (!ql_lanes(d, e, n, Z, rc, rs, split)) ok = V::not_(ok);
+  if (!tridiagonal_eigh_lanes(G, n, d, Z, d + n, split)) ok = V::not_(ok);
   const V zero = V::zero();
   if (V::any(ok)) {
     V lo = d[0], hi = d[0];

@@ -279,4 +279,25 @@ template <class T> bool ql_lanes(Vec<T>* d, Vec<T>* e, int64_t n, Vec<T>* Z, Vec
   return true;
 }
 
+// Scratch (in vectors) of tridiagonal_eigh_lanes for order n.
+inline int64_t tridiagonal_eigh_lanes_scratch(int64_t n) { return n * n + (3 + 4 * kQlChains) * n; }
+
+// The eigenvalues d[n] (unsorted) and, when Z is given, the eigenvectors Z
+// (n x n, row-major) of the symmetric matrices in the lanes of A (lower
+// triangle packed by rows, overwritten): sytd2_lanes, orgtr_lanes and
+// ql_lanes (splitting at tol, ε unless given). Returns false where ql_lanes
+// does.
+template <class T>
+bool tridiagonal_eigh_lanes(Vec<T>* A, int64_t n, Vec<T>* d, Vec<T>* Z, Vec<T>* scratch, T tol = 0) {
+  Vec<T>* U = scratch;
+  Vec<T>* e = U + n * n;
+  Vec<T>* tau = e + n;
+  Vec<T>* p = tau + n;
+  Vec<T>* rc = p + n;
+  Vec<T>* rs = rc + 2 * kQlChains * n;
+  sytd2_lanes(A, n, d, e, tau, U, p);
+  if (Z) orgtr_lanes(U, tau, n, Z);
+  return ql_lanes(d, e, n, Z, rc, rs, tol);
+}
+
 }  // namespace sinew::linalg::detail::SINEW_LINALG_ISA

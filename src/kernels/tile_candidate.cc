@@ -306,6 +306,7 @@ class TileCandidate final : public Candidate {
     }
 
     const bool partial_in_out = out.dtype == acc && out.cs == 1;
+    const bool a_in_place = a.dtype == packed_dtype(k.kind) && k.kstep == 1 && a.cs == 1;  // as direct mode
     const int64_t kc_step = balanced_kc(kb, c_.kc, k.kstep);  // as pack_shared_b's
     const bool need_workspace = kb > kc_step && !partial_in_out;
     int64_t mc_step = merged_mc(i1 - i0, c_.mc, k.mr);
@@ -316,8 +317,15 @@ class TileCandidate final : public Candidate {
       for (int64_t pc = 0;; pc += kc_step) {
         const int64_t kc = std::min(kc_step, kb - pc);
         const int64_t kc_pad = round_up(kc, k.kstep);
-        void* pa = t_pack_a.get(static_cast<size_t>(std::max<int64_t>(1, round_up(mc, k.mr) * kc_pad * k.packed_bytes)));
-        if (kc > 0) k.pack_a(at(a, 0, ic, pc), mc, kc, pa);
+        // A row-major A in the kernel's own dtype is read in place, MR rows
+        // at a time, each row a sequential stream along K: packing it cost
+        // more than it saved (f32 6x64, one thread: +3% at 1024^3, +1-2%
+        // at 2048^3, +5-8% at 512^3; two threads +3-6%).
+        void* pa = nullptr;
+        if (!a_in_place) {
+          pa = t_pack_a.get(static_cast<size_t>(std::max<int64_t>(1, round_up(mc, k.mr) * kc_pad * k.packed_bytes)));
+          if (kc > 0) k.pack_a(at(a, 0, ic, pc), mc, kc, pa);
+        }
         st.first = pc == 0;
         st.last = pc + kc >= kb;
         for (int64_t jc = j0; jc < j1; jc += c_.nc) {
@@ -339,6 +347,12 @@ class TileCandidate final : public Candidate {
             st.acc_ld = out.rs;
           }
           tile::BlockArgs ba{pa, 0, 0, true, pb, 0, 0, true, false, mc, nc, kc, ic, jc, st};
+          if (a_in_place) {
+            ba.a = a.byte_ptr(0, ic, pc);
+            ba.a_rs = a.rs;
+            ba.a_cs = a.cs;
+            ba.a_packed = false;
+          }
           k.block(ba);
         }
         if (st.last) break;

@@ -75,7 +75,8 @@ void run_block(const BlockArgs& ba) {
         // finish_tile would, without the tile's round trip through memory.
         const StoreArgs& st = ba.store;
         const bool to_out = st.last && !st.epilogue && st.out.cs == 1 && st.out.dtype == dtype_of<T>();
-        if (mr == MR && nr == NR && ba.a_packed && mode != BMode::kDirectTail && !ba.b_dot && (to_out || !st.last) &&
+        if (mr == MR && nr == NR && (ba.a_packed || K::kDirectOk) && mode != BMode::kDirectTail && !ba.b_dot &&
+            (to_out || !st.last) &&
             (!st.first || st.beta == 0 || (st.prior.cs == 1 && st.prior.dtype == dtype_of<T>()))) {
           T* partial = st.acc ? static_cast<T*>(st.acc) + ir * st.acc_ld + jr : nullptr;
           T* out = to_out ? reinterpret_cast<T*>(elem_ptr(st.out, ba.i0 + ir, ba.j0 + jr)) : partial;
@@ -88,15 +89,27 @@ void run_block(const BlockArgs& ba) {
             prior_ld = st.prior.rs;
             beta = static_cast<T>(st.beta);
           }
-          const P* a = static_cast<const P*>(ba.a) + (ir / MR) * MR * steps;
           const T alpha = static_cast<T>(st.alpha);
-          if (mode == BMode::kPacked)
-            K::template multiply_update<true, BMode::kPacked>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior, prior_ld,
-                                                              out, out_ld);
-          else
-            K::template multiply_update<true, BMode::kDirect>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior, prior_ld,
-                                                              out, out_ld);
-          continue;
+          if (ba.a_packed) {
+            const P* a = static_cast<const P*>(ba.a) + (ir / MR) * MR * steps;
+            if (mode == BMode::kPacked)
+              K::template multiply_update<true, BMode::kPacked>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
+                                                                prior_ld, out, out_ld);
+            else
+              K::template multiply_update<true, BMode::kDirect>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
+                                                                prior_ld, out, out_ld);
+            continue;
+          }
+          if constexpr (K::kDirectOk) {
+            const P* a = static_cast<const P*>(ba.a) + ir * ba.a_rs;
+            if (mode == BMode::kPacked)
+              K::template multiply_update<false, BMode::kPacked>(steps, a, ba.a_rs, ba.a_cs, b, ba.b_rs, alpha, beta,
+                                                                 prior, prior_ld, out, out_ld);
+            else
+              K::template multiply_update<false, BMode::kDirect>(steps, a, ba.a_rs, ba.a_cs, b, ba.b_rs, alpha, beta,
+                                                                 prior, prior_ld, out, out_ld);
+            continue;
+          }
         }
       }
       if constexpr (K::kDirectOk) {

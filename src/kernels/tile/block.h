@@ -74,7 +74,11 @@ void run_block(const BlockArgs& ba) {
         // yet: finish in registers (micro.h, multiply_update), as
         // finish_tile would, without the tile's round trip through memory.
         const StoreArgs& st = ba.store;
-        const bool to_out = st.last && !st.epilogue && st.out.cs == 1 && st.out.dtype == dtype_of<T>();
+        const bool plain_out = st.last && st.out.cs == 1 && st.out.dtype == dtype_of<T>();
+        // An epilogue without a final scale then runs on the stored rows,
+        // still in L1 (epilogue_rows), instead of on the tile array.
+        const BoundEpilogue* epi = plain_out && st.epilogue && st.epilogue->cast_scale == 1.0 ? st.epilogue : nullptr;
+        const bool to_out = plain_out && (!st.epilogue || epi);
         if (mr == MR && nr == NR && (ba.a_packed || K::kDirectOk) && mode != BMode::kDirectTail && !ba.b_dot &&
             (to_out || !st.last) &&
             (!st.first || st.beta == 0 || (st.prior.cs == 1 && st.prior.dtype == dtype_of<T>()))) {
@@ -90,6 +94,7 @@ void run_block(const BlockArgs& ba) {
             beta = static_cast<T>(st.beta);
           }
           const T alpha = static_cast<T>(st.alpha);
+          bool done = false;
           if (ba.a_packed) {
             const P* a = static_cast<const P*>(ba.a) + (ir / MR) * MR * steps;
             if (mode == BMode::kPacked)
@@ -98,9 +103,8 @@ void run_block(const BlockArgs& ba) {
             else
               K::template multiply_update<true, BMode::kDirect>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
                                                                 prior_ld, out, out_ld);
-            continue;
-          }
-          if constexpr (K::kDirectOk) {
+            done = true;
+          } else if constexpr (K::kDirectOk) {
             const P* a = static_cast<const P*>(ba.a) + ir * ba.a_rs;
             if (mode == BMode::kPacked)
               K::template multiply_update<false, BMode::kPacked>(steps, a, ba.a_rs, ba.a_cs, b, ba.b_rs, alpha, beta,
@@ -108,6 +112,10 @@ void run_block(const BlockArgs& ba) {
             else
               K::template multiply_update<false, BMode::kDirect>(steps, a, ba.a_rs, ba.a_cs, b, ba.b_rs, alpha, beta,
                                                                  prior, prior_ld, out, out_ld);
+            done = true;
+          }
+          if (done) {
+            if (epi) epilogue_rows<typename K::Vec>(*epi, out, out_ld, ba.i0 + ir, ba.j0 + jr, MR, NR);
             continue;
           }
         }

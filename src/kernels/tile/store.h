@@ -167,6 +167,50 @@ void store_row(const MatrixRef& out, int64_t i, int64_t j, const typename V::T* 
   for (int c = 0; c < count; ++c) store_scalar(p + c * step, out.dtype, static_cast<double>(vals[c]));
 }
 
+// The epilogue's steps and grouped reductions on the mr x nr results at
+// rows (element stride ld) of base, element (gi, gj) of the output; not its
+// final scale and conversion. The step's kind is switched on once per step.
+template <class V>
+void epilogue_rows(const BoundEpilogue& e, typename V::T* base, int64_t ld, int64_t gi, int64_t gj, int mr, int nr) {
+  using T = typename V::T;
+  using R = typename V::reg;
+  constexpr int W = V::W;
+  auto each = [&](auto&& f) {
+    for (int i = 0; i < mr; ++i)
+      for (int c = 0; c < nr; c += W) {
+        T* q = base + i * ld + c;
+        const int n = std::min(W, nr - c);
+        const R x = f(V::load(q, V::first(n)), i, c, n);
+        V::store(q, x, V::first(n));
+      }
+  };
+  for (int s = 0; s < e.num_steps; ++s) {
+    const BoundStep& step = e.steps[s];
+    switch (step.kind) {
+      case EpilogueStep::Kind::kBias:
+      case EpilogueStep::Kind::kResidual:
+        each([&](R x, int i, int c, int n) { return V::add(x, load_row<V>(step.operand, gi + i, gj + c, n)); });
+        break;
+      case EpilogueStep::Kind::kActivation:
+        each([&](R x, int, int, int) { return activate<V>(step.activation, x); });
+        break;
+      case EpilogueStep::Kind::kScale: {
+        const R sc = V::set1(static_cast<T>(step.scale));
+        each([&](R x, int, int, int) { return V::mul(x, sc); });
+        break;
+      }
+      case EpilogueStep::Kind::kClamp: {
+        const R lo = V::set1(static_cast<T>(step.lo)), hi = V::set1(static_cast<T>(step.hi));
+        each([&](R x, int, int, int) { return V::min(hi, V::max(lo, x)); });
+        break;
+      }
+      case EpilogueStep::Kind::kCast: break;
+    }
+  }
+  if (e.num_reductions > 0)
+    for (int i = 0; i < mr; ++i) reduce_row<V>(e, base + i * ld, gi + i, gj, nr);
+}
+
 // Finishes the tile whose products are in `tile` (MR x NR, row-major; rows
 // >= mr and columns >= nr are padding). (bi, bj): the tile's origin in the
 // block; the block's origin in the matrix is (i0, j0).
@@ -213,30 +257,7 @@ void finish_tile(const StoreArgs& st, int64_t i0, int64_t j0, int64_t bi, int64_
   if (!st.last || direct) return;
 
   if (const BoundEpilogue* e = st.epilogue) {
-    for (int s = 0; s < e->num_steps; ++s) {
-      const BoundStep& step = e->steps[s];
-      for (int i = 0; i < mr; ++i) {
-        for (int c = 0; c < nr; c += W) {
-          T* q = &tile[i][c];
-          R x = V::load(q);
-          switch (step.kind) {
-            case EpilogueStep::Kind::kBias:
-            case EpilogueStep::Kind::kResidual:
-              x = V::add(x, load_row<V>(step.operand, gi + i, gj + c, std::min(W, nr - c)));
-              break;
-            case EpilogueStep::Kind::kActivation: x = activate<V>(step.activation, x); break;
-            case EpilogueStep::Kind::kScale: x = V::mul(x, V::set1(static_cast<T>(step.scale))); break;
-            case EpilogueStep::Kind::kClamp:
-              x = V::min(V::set1(static_cast<T>(step.hi)), V::max(V::set1(static_cast<T>(step.lo)), x));
-              break;
-            case EpilogueStep::Kind::kCast: break;
-          }
-          V::store(q, x);
-        }
-      }
-    }
-    if (e->num_reductions > 0)
-      for (int i = 0; i < mr; ++i) reduce_row<V>(*e, tile[i], gi + i, gj, nr);
+    epilogue_rows<V>(*e, &tile[0][0], NR, gi, gj, mr, nr);
     if (e->cast_scale != 1.0) {
       const R s = V::set1(static_cast<T>(e->cast_scale));
       for (int i = 0; i < mr; ++i)

@@ -67,6 +67,24 @@ struct Checker {
   }
 };
 
+// Whether the bytes from the lowest to the highest element of a and of b
+// intersect (views of distinct buffers never do).
+bool spans_overlap(const TensorView& a, const TensorView& b) {
+  auto span = [](const TensorView& t) {
+    auto lo = reinterpret_cast<uintptr_t>(t.data()), hi = lo;
+    for (int64_t i = 0; i < t.dim(); ++i) {
+      if (t.shape()[i] == 0) return std::pair<uintptr_t, uintptr_t>{0, 0};
+      const int64_t reach = (t.shape()[i] - 1) * t.strides()[i] * static_cast<int64_t>(dtype_size(t.dtype()));
+      if (reach < 0) lo -= static_cast<uintptr_t>(-reach);
+      else hi += static_cast<uintptr_t>(reach);
+    }
+    return std::pair<uintptr_t, uintptr_t>{lo, hi + dtype_size(t.dtype())};
+  };
+  const auto [alo, ahi] = span(a);
+  const auto [blo, bhi] = span(b);
+  return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
+}
+
 MatrixRef ref_of(const TensorView& t) {
   auto s = t.strides();
   if (t.dim() == 3) return MatrixRef{t.data(), t.dtype(), s[0], s[1], s[2]};
@@ -151,6 +169,20 @@ GemmProblem make_problem(GemmOp op, const TensorView* bias, const TensorView& a,
     }
   }
   bind_epilogue(epi, gemm_op_name(op), p.batch, p.m, p.n, batched, p.out_dtype);
+  // Every family writes out before its epilogue reads the operands (the
+  // fused tile finishes into out, the separate pass runs on out), so an
+  // operand sharing out's memory would be read after it was overwritten.
+  if (epi)
+    for (const EpilogueStep& step : epi->steps())
+      if ((step.kind == EpilogueStep::Kind::kBias || step.kind == EpilogueStep::Kind::kResidual) &&
+          step.operand.data() && spans_overlap(step.operand, out)) {
+        throw InvalidArgument::make(
+            c.arg(step.kind == EpilogueStep::Kind::kBias ? "epilogue.bias" : "epilogue.residual"),
+            step.operand.to_string(),
+            fmt::format("a view that does not share memory with out ({}); to add out's current values, use addmm "
+                        "with out as its bias (C) and beta = 1",
+                        out.to_string()));
+      }
   p.epilogue = epi;
 
   if (o.threads > 0) {

@@ -136,6 +136,28 @@ TEST(Epilogue, ReferenceAppliesStepsInOrderThenReducesThenCasts) {
   EXPECT_EQ(bf16_to_f32(bf[5]), -0.125f);
 }
 
+// The GEMM writes out before its epilogue reads the operands, whichever
+// family runs it: a bias or residual sharing out's memory is refused.
+TEST(Epilogue, OperandsThatShareMemoryWithOutAreRefused) {
+  std::vector<float> a(8 * 4, 1.0f), b(4 * 6, 1.0f), out(8 * 6, 2.0f), other(8 * 6, 1.0f);
+  const TensorView av(a.data(), DType::kF32, {8, 4}), bv(b.data(), DType::kF32, {4, 6});
+  const TensorView ov(out.data(), DType::kF32, {8, 6});
+  Epilogue same;
+  same.residual(ov);
+  GemmOptions o;
+  o.epilogue = &same;
+  expect_invalid([&] { mm(av, bv, ov, o); }, {"mm: epilogue.residual", "does not share memory with out", "out as its bias (C) and beta = 1"});
+  Epilogue row;  // a bias row inside out
+  row.bias(TensorView(out.data() + 6, DType::kF32, {6}));
+  o.epilogue = &row;
+  expect_invalid([&] { mm(av, bv, ov, o); }, {"epilogue.bias", "does not share memory with out"});
+  Epilogue fine;  // a separate residual: out = a b + r
+  fine.residual(TensorView(other.data(), DType::kF32, {8, 6}));
+  o.epilogue = &fine;
+  mm(av, bv, ov, o);
+  for (float x : out) EXPECT_EQ(x, 5.0f);
+}
+
 TEST(Epilogue, ApplyValidatesItsArguments) {
   std::vector<float> v(16);
   std::vector<uint16_t> h(16);

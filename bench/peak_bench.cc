@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <immintrin.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -83,11 +84,20 @@ struct Arrays {
 
 }  // namespace
 
+int64_t last_level_cache_bytes() {
+  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE})
+    if (const long bytes = ::sysconf(name); bytes > 0) return bytes;
+  return int64_t{64} << 20;
+}
+
 PeakFigures run_peak_bench(const std::vector<int>& threads, bool quick, Report& report) {
   PeakFigures f;
   const auto& cpu = kernels::cpu_features();
-  // 128 MiB per array: far past any L2 and most L3 slices.
-  const int64_t n = (quick ? 64 : 128) << 17;
+  // STREAM's rule: each array at least 4 times the last-level cache, so that
+  // no pass finds the previous one's lines there (a 300 MB L3 held enough of
+  // three 128 MiB arrays to read two-thread triad at 45 GB/s against 27-32
+  // past it). At least 128 MiB; 64 MiB for a quick run (tests).
+  const int64_t n = quick ? int64_t{64} << 17 : std::max<int64_t>(int64_t{128} << 17, 4 * last_level_cache_bytes() / 8);
   Arrays arr(n);
   const int reps = quick ? 3 : 7;
   const int64_t fma_iters = quick ? 2'000'000 : 5'000'000;
@@ -134,9 +144,10 @@ PeakFigures run_peak_bench(const std::vector<int>& threads, bool quick, Report& 
       report.add({"peak", "dot_bf16/" + tc, "machine", "gflops", f.bf16_gflops[t], "GFLOP/s"});
     report.add({"peak", "triad/" + tc, "machine", "GBps", f.triad_GBps[t], "GB/s"});
     report.add({"peak", "copy/" + tc, "machine", "GBps", f.copy_GBps[t], "GB/s"});
-    fmt::print("peak t{}: f32 FMA {:.0f} GFLOP/s (microkernel in L1 {:.0f}), bf16 dot {:.0f} GFLOP/s, triad {:.1f} GB/s, "
-               "copy {:.1f} GB/s\n",
-               t, f.f32_gflops[t], f.tile_gflops[t], f.bf16_gflops[t], f.triad_GBps[t], f.copy_GBps[t]);
+    fmt::print(
+        "peak t{}: f32 FMA {:.0f} GFLOP/s (microkernel in L1 {:.0f}), bf16 dot {:.0f} GFLOP/s, triad {:.1f} GB/s, "
+        "copy {:.1f} GB/s ({} MiB arrays)\n",
+        t, f.f32_gflops[t], f.tile_gflops[t], f.bf16_gflops[t], f.triad_GBps[t], f.copy_GBps[t], n >> 17);
     std::fflush(stdout);
   }
   return f;

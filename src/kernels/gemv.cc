@@ -135,20 +135,23 @@ void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, co
   if (m == 0 || n == 0) return;
 
   // The AVX-512 NVFP4 kernels read x reordered: transposed per 128-element
-  // chunk for a pass over one row, in nibble order for more (gemv_kernels.h).
-  const bool reorder = avx512 && nvfp4;
+  // chunk for a pass over one row, in nibble order for more; the e4m3 one
+  // for one row transposed per 64-element chunk (gemv_kernels.h).
+  const bool e4m3 = format == WeightFormat::kE4M3;
+  const bool transpose = avx512 && (nvfp4 || e4m3);  // for one row
+  const bool nibble_order = avx512 && nvfp4;         // for more
   const int64_t ldx = ceil_div(std::max<int64_t>(k, 1), kKPad) * kKPad;
   const int64_t ldx_t = ceil_div(std::max<int64_t>(k, 1), kKStep) * kKStep;
   thread_local std::vector<float> t_x, t_xt, t_xn, t_y;
   t_x.assign(static_cast<size_t>(kMaxRows * ldx), 0.0f);
   float* xt = nullptr;
-  if (reorder) {
+  if (transpose) {
     // 64-byte aligned: the one-row kernel's x loads would otherwise each
     // cross a cache line (about a tenth slower).
     t_xt.resize(static_cast<size_t>(ldx_t + 16));
     xt = t_xt.data() + (64 - reinterpret_cast<uintptr_t>(t_xt.data()) % 64) % 64 / sizeof(float);
-    t_xn.resize(static_cast<size_t>(kMaxRows * ldx));
   }
+  if (nibble_order) t_xn.resize(static_cast<size_t>(kMaxRows * ldx));
   const bool direct = y.dtype() == DType::kF32 && (n == 1 || y.strides()[1] == 1);
   if (!direct) t_y.resize(static_cast<size_t>(kMaxRows * n));
 
@@ -162,7 +165,7 @@ void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, co
   for (int64_t m0 = 0; m0 < m; m0 += kMaxRows) {
     const int mb = static_cast<int>(std::min<int64_t>(kMaxRows, m - m0));
     for (int i = 0; i < mb; ++i) detail::load_row(x, m0 + i, 0, k, t_x.data() + i * ldx);
-    if (reorder && mb == 1) {
+    if (transpose && mb == 1 && nvfp4) {
       // Each 128-element chunk as a 16 x 8 matrix, transposed: element 8l + j at 16j + l.
       const float* src = t_x.data();
       float* dst = xt;
@@ -175,7 +178,14 @@ void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, co
           for (int64_t p = 0; p < k - c0; ++p) dst[c0 + p % 8 * 16 + p / 8] = src[c0 + p];
         }
       }
-    } else if (reorder) {
+    } else if (transpose && mb == 1) {
+      // Each full 64-element chunk as a 16 x 4 matrix, transposed: element
+      // 4l + j at 16j + l. The rest of the row is read from x as it is.
+      const float* src = t_x.data();
+      for (int64_t c0 = 0; c0 + 64 <= k; c0 += 64)
+        for (int l = 0; l < 16; ++l)
+          for (int j = 0; j < 4; ++j) xt[c0 + 16 * j + l] = src[c0 + 4 * l + j];
+    } else if (nibble_order) {
       // Within each 16-block: positions 2j, 2j+1 hold elements j, j+8.
       for (int i = 0; i < mb; ++i)
         for (int64_t b = 0; b < ldx; b += 16)

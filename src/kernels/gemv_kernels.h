@@ -24,10 +24,12 @@ struct GemvArgs {
   // NVFP4 on AVX-512 only, m > 1: x with each 16-element block reordered
   // to (0, 8, 1, 9, ..., 7, 15), the order that kernel decodes nibbles in.
   const float* x_nibble_order = nullptr;
-  // NVFP4 on AVX-512 only, m = 1: x with each 128-element chunk transposed
-  // as a 16 x 8 matrix (element 8l + j at 16j + l: vector j holds the j-th
-  // weight of each 4-byte lane), zero from k to a multiple of kKStep;
-  // 64-byte aligned.
+  // On AVX-512 only, m = 1, 64-byte aligned. NVFP4: x with each
+  // 128-element chunk transposed as a 16 x 8 matrix (element 8l + j at
+  // 16j + l: vector j holds the j-th weight of each 4-byte lane), zero from
+  // k to a multiple of kKStep. e4m3: each full 64-element chunk transposed
+  // as a 16 x 4 matrix (element 4l + j at 16j + l), the same for 1-byte
+  // weights.
   const float* x_transposed = nullptr;
   const uint8_t* w = nullptr;  // weight row n at w + n * ldw bytes
   int64_t ldw = 0;

@@ -65,6 +65,7 @@ double tile_cycles(const Candidate& c, EpilogueMode mode, const GemmProblem& p, 
   const int64_t mr = param(ps, "mr", 8), nr = param(ps, "nr", 16);
   const int64_t kc = param(ps, "kc", 256), mc = param(ps, "mc", 4096), nc = param(ps, "nc", 4096);
   const bool direct = param(ps, "direct") != 0, split_n = param(ps, "split_n") != 0;
+  const bool stream = param(ps, "stream") != 0;  // tile/<isa>/f32/stream_b: rows of A unpadded
   const std::string kind = tile_kind(c.id());
   const bool f64 = kind == "f64", bf16dot = kind == "bf16dot";
   const double in_size = static_cast<double>(dtype_size(p.in_dtype));
@@ -88,14 +89,19 @@ double tile_cycles(const Candidate& c, EpilogueMode mode, const GemmProblem& p, 
   }
   const double K = static_cast<double>(p.reads_ab() ? p.k : 0);
   const double R = static_cast<double>(rows), C = static_cast<double>(cols), B = static_cast<double>(mats);
-  const double Rp = static_cast<double>(ceil_div(rows, mr) * mr), Cp = static_cast<double>(ceil_div(cols, nr) * nr);
+  const double Rp = stream ? R : static_cast<double>(ceil_div(rows, mr) * mr);
+  const double Cp = static_cast<double>(ceil_div(cols, nr) * nr);
 
   const double peak = fma_flops_per_cycle(c.isa(), f64) * (bf16dot ? 2 * k.eff_bf16dot : k.eff_fma);
   double compute = 2 * Rp * Cp * K / peak;
   const double convert = (p.in_dtype == DType::kBF16 || p.in_dtype == DType::kF16) && !bf16dot ? k.convert_cycles : 0;
   const double per_pack = k.pack_cycles + convert;
   double pack = 0, traffic = 0;
-  if (direct) {
+  if (stream) {
+    // B read once in place; each group of 4 rows of B loads and stores the
+    // output rows (in cache), about halving the FMA rate.
+    compute *= 2;
+  } else if (direct) {
     const bool b_in_place = p.layout()[1] == 'N' && p.in_dtype == (f64 ? DType::kF64 : DType::kF32);
     if (!b_in_place) pack += K * C * per_pack;
     // B streams past every MR-row panel of A: from L2 while it fits, else

@@ -59,29 +59,6 @@ MatrixRef copy_contiguous(const MatrixRef& r, int64_t b, int64_t rows, int64_t c
   return c;
 }
 
-// The widest runnable tile kernel that accumulates in `acc` (there is always
-// a generic one): its pass finishes the BLAS values. The scalar reference
-// pass (f64 math per element) left this family at half the speed of
-// OpenBLAS + a vectorised GELU pass on addmm f32 128x3072x768.
-const tile::TileKernel* pass_kernel(DType acc) {
-  auto pick = [](tile::KernelKind kind) {
-    const tile::TileKernel* best = nullptr;
-    for (const tile::TileKernel* k : all_tile_kernels())
-      if (k->kind == kind && isa_available(k->isa) && (!best || k->isa > best->isa)) best = k;
-    return best;
-  };
-  static const tile::TileKernel* const f32 = pick(tile::KernelKind::kF32);
-  static const tile::TileKernel* const f64 = pick(tile::KernelKind::kF64);
-  return acc == DType::kF64 ? f64 : f32;
-}
-
-// Finishes `values` (possibly p.out itself) into p.out through `e`; the
-// pass folds into reductions, so they start at their identity.
-void finish(const GemmProblem& p, const BoundEpilogue& e, const MatrixRef& values) {
-  init_reductions(e, p.batch, p.m, p.n);
-  finish_rows(*pass_kernel(values.dtype), p, values, e);
-}
-
 // values(b) = prior(b), before BLAS scales it by beta. A row bias (row
 // stride 0), a column bias (column stride 0) and a matrix of the
 // accumulation dtype are copied a contiguous row at a time (memcpy, fill or
@@ -136,7 +113,7 @@ class BlasCandidate final : public Candidate {
       values = MatrixRef{values_buf.data(), acc, p.m * p.n, p.n, 1};
     }
     for (int64_t b = 0; b < p.batch; ++b) gemm(p, b, values);
-    if (!in_out || !e.trivial()) finish(p, e, values);
+    if (!in_out || !e.trivial()) finish_values(p, e, values);
   }
 
  private:

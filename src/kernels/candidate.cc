@@ -34,6 +34,7 @@ struct Registry {
   std::vector<ListedTile> tiles;
   const Candidate* blas = nullptr;
   const Candidate* reference = nullptr;
+  const Candidate* stream_b = nullptr;  // tile/avx512/f32/stream_b, where AVX-512 runs
 
   const Candidate* add(std::unique_ptr<Candidate> c) {
     const Candidate* p = c.get();
@@ -69,6 +70,10 @@ Registry& registry() {
         reg->listed.push_back(p);
         reg->tiles.push_back({k, true, 'n', p});
       }
+    }
+    if (isa_available(Isa::kAvx512)) {
+      reg->stream_b = reg->add(make_stream_b_candidate());
+      reg->listed.push_back(reg->stream_b);
     }
     reg->blas = reg->add(make_blas_candidate());
     reg->listed.push_back(reg->blas);
@@ -107,6 +112,13 @@ const Candidate* pick_tile(const GemmProblem& p) {
   const tile::TileKernel* k = nullptr;
   bool direct = false;
   if (isa == Isa::kAvx512) {
+    // One row, or B past the L2: streaming B row by row beat the one-tile
+    // direct kernel at 1 x 256 x 256 and at every shape with B of 9 MB and
+    // more (1.5-2x with M = 1, 1.1x with M = 8, B in L3; 2x from memory);
+    // with M = 8 and B in L2 the direct 8x48 tile was faster.
+    const double b_bytes = static_cast<double>(p.k) * static_cast<double>(p.n) * 4.0;
+    if (registry().stream_b && !dot && (p.m == 1 || b_bytes >= (8 << 20)) && registry().stream_b->supports(p))
+      return registry().stream_b;
     if (p.in_dtype == DType::kBF16 && bf16_dot_available() && cpu_features().vendor == "AuthenticAMD") {
       k = kernel_named(isa, "bf16dot/12x32");
     } else if (!f64 && !dot && in_place && p.m <= 6) {

@@ -39,6 +39,11 @@ TileConfig default_tile_config(const tile::TileKernel* kernel, char split);
 
 std::unique_ptr<Candidate> make_tile_candidate(const TileConfig& config);
 
+// tile/avx512/f32/stream_b (avx512/stream_b_avx512.cc): up to 8 rows of A
+// against a row-major f32 B, which it reads once as sequential row streams.
+// Register it only where the CPU runs AVX-512.
+std::unique_ptr<Candidate> make_stream_b_candidate();
+
 // Finishes `values` (p.batch x p.m x p.n summed products, accumulation
 // dtype; p.out itself or a temporary) into p.out through `epi` with
 // `kernel`'s vectorised pass, whole rows per task so that reductions never
@@ -46,5 +51,11 @@ std::unique_ptr<Candidate> make_tile_candidate(const TileConfig& config);
 // unfused mode, and the blas family's epilogue.
 void finish_rows(const tile::TileKernel& kernel, const GemmProblem& p, const MatrixRef& values,
                  const BoundEpilogue& epi);
+
+// finish_rows with the widest runnable tile kernel of values' dtype, the
+// reductions started at their identity first: the epilogue of the kernels
+// that compute plain values (the blas family, the streaming small-M one).
+// Values may be p.out itself.
+void finish_values(const GemmProblem& p, const BoundEpilogue& e, const MatrixRef& values);
 
 }  // namespace sinew::kernels

@@ -144,6 +144,50 @@ TEST(GemmDifferential, AddmmContiguousBiasKinds) {
       }
 }
 
+// The small-M kernel that streams B (AVX-512 only): row counts 1-8, column
+// counts around its 16-wide vectors and its 256-column thread ranges, K
+// around its groups of 4 rows, A in both layouts and strided, mm reading
+// out, addmm's bias kinds and betas, an epilogue with a reduction, bmm.
+TEST(GemmDifferential, SmallMStreamingB) {
+  const Candidate* stream = find_candidate("tile/avx512/f32/stream_b");
+  if (!isa_available(Isa::kAvx512)) {
+    EXPECT_EQ(stream, nullptr);
+    GTEST_SKIP() << "no AVX-512";
+  }
+  ASSERT_NE(stream, nullptr);
+  int seed = 380;
+  for (int64_t m : {1, 3, 8})
+    for (int64_t n : {1, 17, 300, 530})
+      for (int64_t k : {1, 6, 29}) {
+        Case c;
+        c.m = m;
+        c.n = n;
+        c.k = k;
+        c.la = "NTS"[seed % 3];
+        c.threads = 1 + seed % 2;
+        c.alpha = seed % 4 == 0 ? -0.5 : 1.0;
+        c.beta = seed % 5 == 0 ? 0.75 : 0.0;
+        check_case(c, ++seed, {stream->id()});
+        c.op = GemmOp::kAddmm;
+        c.addmm_bias = seed % 3;
+        c.beta = seed % 2 ? 1.0 : -2.0;
+        c.lo = 'N';
+        c.epi.has_activation = true;
+        c.epi.activation = Activation::kGeluTanh;
+        c.epi.bias = n % 2;
+        if (n % 16 == 0) c.epi.reductions = {{Reduction::kSum, 4}};
+        check_case(c, ++seed, {stream->id()});
+      }
+  Case c;
+  c.op = GemmOp::kBmm;
+  c.batch = 3;
+  c.m = 5;
+  c.n = 40;
+  c.k = 9;
+  c.threads = 2;
+  check_case(c, 400, {stream->id()});
+}
+
 TEST(GemmDifferential, BmmWithStridedBatches) {
   int seed = 400;
   for (DType dt : {DType::kF32, DType::kBF16})

@@ -139,7 +139,7 @@ struct TuneOptions {
   int samples = 5;                      // timed samples per variant (the fastest counts)
   double min_sample_seconds = 2e-4;     // a sample repeats the call until it lasts this long
   double max_variant_seconds = 1.5;     // fewer samples (at least 2) for long calls
-  bool flush_caches = true;             // touch a buffer larger than L2 before each sample
+  bool flush_caches = true;             // evict the operands from every cache before each sample
   int max_timed = 6;                    // survivors of the cost model's prescreen
   bool exhaustive = false;              // time every variant (no prescreen)
   // The confirmation round: the first pass's best variant, its other

@@ -43,28 +43,24 @@ using tune::PackedKey;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Writes every line of a matrix back and out of every cache (clflush
-// reaches all cores' caches): rows or columns, whichever is contiguous, as
-// byte runs; a general strided view element by element.
+// reaches all cores' caches): for each row, or each column where that
+// stride is the smaller, the byte span from its first to its last element
+// (gaps of a strided view included).
 void evict(const MatrixRef& m, int64_t batch, int64_t rows, int64_t cols) {
 #if defined(__x86_64__)
   if (!m.data || batch <= 0 || rows <= 0 || cols <= 0) return;
   const int64_t es = static_cast<int64_t>(dtype_size(m.dtype));
-  auto run = [](const char* p, int64_t bytes) {
-    const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-    for (auto line = first; line < reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes); line += 64)
-      _mm_clflush(reinterpret_cast<const void*>(line));
-  };
-  const bool by_rows = m.cs == 1 || (m.cs == 0 && m.rs != 1), by_cols = !by_rows && (m.rs == 1 || m.rs == 0);
-  for (int64_t b = 0; b < (m.bs == 0 ? 1 : batch); ++b) {
-    if (by_rows) {
-      for (int64_t i = 0; i < (m.rs == 0 ? 1 : rows); ++i) run(m.byte_ptr(b, i, 0), (m.cs == 0 ? 1 : cols) * es);
-    } else if (by_cols) {
-      for (int64_t j = 0; j < (m.cs == 0 ? 1 : cols); ++j) run(m.byte_ptr(b, 0, j), (m.rs == 0 ? 1 : rows) * es);
-    } else {
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) run(m.byte_ptr(b, i, j), es);
+  const bool by_rows = std::abs(m.cs) <= std::abs(m.rs);
+  const int64_t outer = by_rows ? (m.rs == 0 ? 1 : rows) : (m.cs == 0 ? 1 : cols);
+  const int64_t inner = by_rows ? cols : rows;
+  for (int64_t b = 0; b < (m.bs == 0 ? 1 : batch); ++b)
+    for (int64_t o = 0; o < outer; ++o) {
+      const char* first = by_rows ? m.byte_ptr(b, o, 0) : m.byte_ptr(b, 0, o);
+      const char* last = by_rows ? m.byte_ptr(b, o, inner - 1) : m.byte_ptr(b, inner - 1, o);
+      const auto lo = reinterpret_cast<uintptr_t>(std::min(first, last)) & ~uintptr_t{63};
+      const auto hi = reinterpret_cast<uintptr_t>(std::max(first, last)) + static_cast<uintptr_t>(es);
+      for (auto line = lo; line < hi; line += 64) _mm_clflush(reinterpret_cast<const void*>(line));
     }
-  }
   _mm_mfence();
 #else
   (void)m, (void)batch, (void)rows, (void)cols;

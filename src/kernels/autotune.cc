@@ -27,6 +27,7 @@
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
 #include "sinew/core/thread_pool.h"
+#include "sinew/kernels/cpu_features.h"
 
 namespace sinew::kernels {
 namespace {
@@ -42,7 +43,19 @@ using tune::PackedKey;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Writes every line of a matrix back and out of every cache (clflush
+#if defined(__x86_64__)
+// clflush orders itself against every other flush: 180 MB took 360 ms here,
+// clflushopt 7 ms.
+__attribute__((target("clflushopt"))) void flush_lines_opt(uintptr_t lo, uintptr_t hi) {
+  for (auto line = lo; line < hi; line += 64) _mm_clflushopt(reinterpret_cast<void*>(line));
+}
+void flush_lines(uintptr_t lo, uintptr_t hi) {
+  if (cpu_features().clflushopt) return flush_lines_opt(lo, hi);
+  for (auto line = lo; line < hi; line += 64) _mm_clflush(reinterpret_cast<const void*>(line));
+}
+#endif
+
+// Writes every line of a matrix back and out of every cache (the flush
 // reaches all cores' caches): for each row, or each column where that
 // stride is the smaller, the byte span from its first to its last element
 // (gaps of a strided view included).
@@ -57,9 +70,8 @@ void evict(const MatrixRef& m, int64_t batch, int64_t rows, int64_t cols) {
     for (int64_t o = 0; o < outer; ++o) {
       const char* first = by_rows ? m.byte_ptr(b, o, 0) : m.byte_ptr(b, 0, o);
       const char* last = by_rows ? m.byte_ptr(b, o, inner - 1) : m.byte_ptr(b, inner - 1, o);
-      const auto lo = reinterpret_cast<uintptr_t>(std::min(first, last)) & ~uintptr_t{63};
-      const auto hi = reinterpret_cast<uintptr_t>(std::max(first, last)) + static_cast<uintptr_t>(es);
-      for (auto line = lo; line < hi; line += 64) _mm_clflush(reinterpret_cast<const void*>(line));
+      flush_lines(reinterpret_cast<uintptr_t>(std::min(first, last)) & ~uintptr_t{63},
+                  reinterpret_cast<uintptr_t>(std::max(first, last)) + static_cast<uintptr_t>(es));
     }
   _mm_mfence();
 #else

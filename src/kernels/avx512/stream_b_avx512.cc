@@ -48,17 +48,8 @@ void add_rows(const GemmProblem& p, int64_t b, int64_t k, int64_t j0, int64_t w,
   __m512 xv[M][U];
   for (int i = 0; i < M; ++i)
     for (int u = 0; u < U; ++u) xv[i][u] = _mm512_set1_ps(x[i][u]);
-  int64_t j = 0;
-  for (; j + 16 <= w; j += 16) {
-    __m512 bv[U];
-    for (int u = 0; u < U; ++u) bv[u] = _mm512_loadu_ps(r[u] + j);
-    for (int i = 0; i < M; ++i) {
-      __m512 acc = _mm512_loadu_ps(y[i] + j);
-      for (int u = 0; u < U; ++u) acc = _mm512_fmadd_ps(bv[u], xv[i][u], acc);
-      _mm512_storeu_ps(y[i] + j, acc);
-    }
-  }
-  if (j < w) {
+  // Masked throughout: the last vector of the range may be partial.
+  for (int64_t j = 0; j < w; j += 16) {
     const __mmask16 t = low_mask(w - j);
     __m512 bv[U];
     for (int u = 0; u < U; ++u) bv[u] = _mm512_maskz_loadu_ps(t, r[u] + j);
@@ -102,7 +93,7 @@ void sum_columns(const GemmProblem& p, int64_t b, int64_t j0, int64_t w, float* 
 void finish_columns(const GemmProblem& p, int64_t b, int64_t j0, int64_t w, const float* sums, int64_t ld) {
   const bool prior = p.reads_prior();
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
-  if (sums && alpha == 1.0f && !prior && sums == reinterpret_cast<const float*>(p.out.byte_ptr(b, 0, j0))) return;
+  if (sums && alpha == 1.0f && !prior) return;  // without a prior the sums are out's
   const __m512 av = _mm512_set1_ps(alpha), bv = _mm512_set1_ps(beta);
   for (int64_t i = 0; i < p.m; ++i) {
     float* y = reinterpret_cast<float*>(p.out.byte_ptr(b, i, j0));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/tile/abi.h"
 #include "kernels/tile/micro.h"
@@ -94,30 +95,22 @@ void run_block(const BlockArgs& ba) {
             beta = static_cast<T>(st.beta);
           }
           const T alpha = static_cast<T>(st.alpha);
-          bool done = false;
-          if (ba.a_packed) {
-            const P* a = static_cast<const P*>(ba.a) + (ir / MR) * MR * steps;
+          auto update = [&](auto packed_a, const P* a, int64_t a_rs, int64_t a_cs) {
+            constexpr bool kPackedA = decltype(packed_a)::value;
             if (mode == BMode::kPacked)
-              K::template multiply_update<true, BMode::kPacked>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
-                                                                prior_ld, out, out_ld);
+              K::template multiply_update<kPackedA, BMode::kPacked>(steps, a, a_rs, a_cs, b, ba.b_rs, alpha, beta,
+                                                                    prior, prior_ld, out, out_ld);
             else
-              K::template multiply_update<true, BMode::kDirect>(steps, a, 0, 0, b, ba.b_rs, alpha, beta, prior,
-                                                                prior_ld, out, out_ld);
-            done = true;
-          } else if constexpr (K::kDirectOk) {
-            const P* a = static_cast<const P*>(ba.a) + ir * ba.a_rs;
-            if (mode == BMode::kPacked)
-              K::template multiply_update<false, BMode::kPacked>(steps, a, ba.a_rs, ba.a_cs, b, ba.b_rs, alpha, beta,
-                                                                 prior, prior_ld, out, out_ld);
-            else
-              K::template multiply_update<false, BMode::kDirect>(steps, a, ba.a_rs, ba.a_cs, b, ba.b_rs, alpha, beta,
-                                                                 prior, prior_ld, out, out_ld);
-            done = true;
-          }
-          if (done) {
-            if (epi) epilogue_rows<typename K::Vec>(*epi, out, out_ld, ba.i0 + ir, ba.j0 + jr, MR, NR);
-            continue;
-          }
+              K::template multiply_update<kPackedA, BMode::kDirect>(steps, a, a_rs, a_cs, b, ba.b_rs, alpha, beta,
+                                                                    prior, prior_ld, out, out_ld);
+          };
+          // The condition above admits an unpacked A only where the kernel reads one.
+          if (ba.a_packed)
+            update(std::true_type{}, static_cast<const P*>(ba.a) + (ir / MR) * MR * steps, 0, 0);
+          else if constexpr (K::kDirectOk)
+            update(std::false_type{}, static_cast<const P*>(ba.a) + ir * ba.a_rs, ba.a_rs, ba.a_cs);
+          if (epi) epilogue_rows<typename K::Vec>(*epi, out, out_ld, ba.i0 + ir, ba.j0 + jr, MR, NR);
+          continue;
         }
       }
       if constexpr (K::kDirectOk) {

@@ -23,6 +23,7 @@ CpuFeatures detect() {
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
   f.avx512_fp16 = f.avx512 && __builtin_cpu_supports("avx512fp16");
+  f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) f.clflushopt = (ebx >> 23) & 1;
   if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) {

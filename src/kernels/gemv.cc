@@ -12,6 +12,7 @@
 #include "kernels/quantize_detail.h"
 #include "sinew/core/error.h"
 #include "sinew/core/thread_pool.h"
+#include "sinew/kernels/cpu_features.h"
 
 namespace sinew::kernels {
 namespace {
@@ -152,6 +153,16 @@ void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, co
     xt = t_xt.data() + (64 - reinterpret_cast<uintptr_t>(t_xt.data()) % 64) % 64 / sizeof(float);
   }
   if (nibble_order) t_xn.resize(static_cast<size_t>(kMaxRows * ldx));
+  // NVFP4 for one row in 16-bit fixed point (GemvOptions::nvfp4_fixed_point_x).
+  const bool q16 = transpose && nvfp4 && o.nvfp4_fixed_point_x && cpu_features().avx512_vnni;
+  thread_local std::vector<int16_t> t_xq;
+  thread_local std::vector<float> t_xs;
+  int16_t* xq = nullptr;
+  if (q16) {
+    t_xq.resize(static_cast<size_t>(ldx_t + 32));
+    xq = t_xq.data() + (64 - reinterpret_cast<uintptr_t>(t_xq.data()) % 64) % 64 / sizeof(int16_t);
+    t_xs.resize(static_cast<size_t>(ldx_t / kKStep));
+  }
   const bool direct = y.dtype() == DType::kF32 && (n == 1 || y.strides()[1] == 1);
   if (!direct) t_y.resize(static_cast<size_t>(kMaxRows * n));
 
@@ -165,7 +176,10 @@ void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, co
   for (int64_t m0 = 0; m0 < m; m0 += kMaxRows) {
     const int mb = static_cast<int>(std::min<int64_t>(kMaxRows, m - m0));
     for (int i = 0; i < mb; ++i) detail::load_row(x, m0 + i, 0, k, t_x.data() + i * ldx);
-    if (transpose && mb == 1 && nvfp4) {
+    const bool fixed_point = q16 && mb == 1 && gemv_detail::nvfp4_quantize_x(t_x.data(), k, xq, t_xs.data());
+    if (fixed_point) {
+      // x_q16 holds x already (nvfp4_quantize_x); the kernel reads nothing else of it.
+    } else if (transpose && mb == 1 && nvfp4) {
       // Each 128-element chunk as a 16 x 8 matrix, transposed: element 8l + j at 16j + l.
       const float* src = t_x.data();
       float* dst = xt;
@@ -202,6 +216,8 @@ void gemv(const TensorView& x, const GemvWeight& weight, const TensorView& y, co
     args.ldx = ldx;
     args.x_nibble_order = t_xn.data();
     args.x_transposed = xt;
+    args.x_q16 = fixed_point ? xq : nullptr;
+    args.x_q16_scale = t_xs.data();
     args.w = w.data_as<const uint8_t>();
     args.ldw = w.strides()[0] * static_cast<int64_t>(w.element_size());
     args.block_scale = block_scale;

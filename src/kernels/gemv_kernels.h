@@ -31,6 +31,13 @@ struct GemvArgs {
   // as a 16 x 4 matrix (element 4l + j at 16j + l), the same for 1-byte
   // weights.
   const float* x_transposed = nullptr;
+  // NVFP4 on AVX-512 with VNNI, m = 1, when GemvOptions::nvfp4_fixed_point_x
+  // (else nullptr): x rounded to int16 per kKStep-element chunk c, value
+  // x_q16 * x_q16_scale[c], zero from k to a multiple of kKStep, 64-byte
+  // aligned. Within each 128-element half of a chunk, element 8d + 4t + s
+  // is at 32s + 2d + t (the pairs of nvfp4_q16_block's dword lanes).
+  const int16_t* x_q16 = nullptr;
+  const float* x_q16_scale = nullptr;
   const uint8_t* w = nullptr;  // weight row n at w + n * ldw bytes
   int64_t ldw = 0;
   const uint8_t* block_scale = nullptr;  // NVFP4: e4m3 codes of row n at block_scale + n * ld_scale
@@ -44,5 +51,13 @@ using GemvKernel = void (*)(const GemvArgs& args, int64_t n0, int64_t n1);
 void gemv_portable(const GemvArgs& args, int64_t n0, int64_t n1);
 // The AVX-512 kernel (call only when the CPU has AVX-512 F/BW/DQ/VL and F16C).
 GemvKernel gemv_avx512_kernel(WeightFormat format, int m);
+// x (k floats) in GemvArgs::x_q16's form: xq holds ceil(k / kKStep) *
+// kKStep int16 (64-byte aligned), xs one scale per chunk, 2^(e - 15) for
+// the chunk's largest |x| in [2^(e-1), 2^e) (each value off by at most
+// 2^(e - 16), or 2^(e - 15) for one that saturates at 32767). False, with
+// xq and xs unspecified, when x holds a NaN or an infinity, or a chunk's
+// largest |x| is below 2^-112 (its scale would not be a normal float):
+// those take the f32 route. AVX-512 (F, BW, DQ) only.
+bool nvfp4_quantize_x(const float* x, int64_t k, int16_t* xq, float* xs);
 
 }  // namespace sinew::kernels::gemv_detail

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sinew/core/error.h"
+#include "sinew/kernels/cpu_features.h"
 #include "sinew/kernels/formats.h"
 #include "sinew/kernels/quantize.h"
 #include "sinew/tensor/dtype.h"
@@ -103,6 +104,29 @@ std::vector<GemvIsa> isas() {
   return v;
 }
 
+// Whether row i of an m-row x meets NVFP4 weights in 16-bit fixed point
+// (GemvOptions::nvfp4_fixed_point_x): the AVX-512 kernels with VNNI take
+// that route for a pass over one row, the last of m = 1, 9, 17, ...
+bool fixed_point_row(bool nvfp4, GemvIsa isa, int64_t m, int64_t i, const GemvOptions& o = {}) {
+  return nvfp4 && isa == GemvIsa::kAvx512 && cpu_features().avx512_vnni && o.nvfp4_fixed_point_x && m % 8 == 1 &&
+         i == m - 1;
+}
+
+// What that rounding may cost, as gemv.h states it: each x within 2^(e-15)
+// for its 256-element chunk's largest |x| in [2^(e-1), 2^e), times |w|.
+double fixed_point_bound(const float* x, const double* w, int64_t k) {
+  double bound = 0;
+  for (int64_t c0 = 0; c0 < k; c0 += 256) {
+    float amax = 0;
+    for (int64_t c = c0; c < std::min(k, c0 + 256); ++c) amax = std::max(amax, std::fabs(x[c]));
+    if (amax == 0) continue;
+    int e;
+    std::frexp(amax, &e);
+    for (int64_t c = c0; c < std::min(k, c0 + 256); ++c) bound += std::fabs(w[c]) * std::ldexp(1.0, e - 15);
+  }
+  return bound;
+}
+
 // y = x @ W^T through gemv, compared with the f64 reference; y lives in a
 // padded buffer whose gaps must stay untouched.
 void check(const Weight& wt, int64_t m, int64_t n, int64_t k, GemvIsa isa, DType xdt, DType ydt, int threads = 1) {
@@ -153,7 +177,11 @@ void check(const Weight& wt, int64_t m, int64_t n, int64_t k, GemvIsa isa, DType
         std::memcpy(&h, cell, 2);
         got = bf16_to_f32(h);
       }
-      const double tol = 1e-5 * mag + (ydt == DType::kBF16 ? std::ldexp(std::fabs(ref), -8) : 0.0) + 1e-30;
+      double tol = 1e-5 * mag + (ydt == DType::kBF16 ? std::ldexp(std::fabs(ref), -8) : 0.0) + 1e-30;
+      if (fixed_point_row(wt.w.w.dtype() == DType::kU8, isa, m, i)) {
+        const std::vector<double> wd(wt.deq.begin() + j * k, wt.deq.begin() + (j + 1) * k);
+        tol += fixed_point_bound(x.data() + i * k, wd.data(), k);
+      }
       ASSERT_NEAR(got, ref, tol) << "at " << i << "," << j;
     }
   }
@@ -248,8 +276,10 @@ void check_against(const GemvWeight& w, const std::vector<double>& deq, int64_t 
             ref += x[i * k + c] * deq[j * k + c];
             mag += std::fabs(x[i * k + c] * deq[j * k + c]);
           }
+          const double bound =
+              fixed_point_row(w.w.dtype() == DType::kU8, isa, m, i) ? fixed_point_bound(x.data() + i * k, deq.data() + j * k, k) : 0.0;
           if (std::isnan(ref)) EXPECT_TRUE(std::isnan(y[i * n + j])) << "at " << i << "," << j;
-          else EXPECT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-30) << "at " << i << "," << j;
+          else EXPECT_NEAR(y[i * n + j], ref, 1e-5 * mag + bound + 1e-30) << "at " << i << "," << j;
         }
     }
 }
@@ -305,6 +335,66 @@ TEST(Gemv, Nvfp4EveryCodeAndScale) {
     check_against({TensorView(w.data(), DType::kU8, {n, k / 2}), TensorView(s.data(), DType::kF8E4M3FN, {n, blocks}),
                    global},
                   deq, n, k);
+  }
+}
+
+// One row of x against NVFP4 weights in 16-bit fixed point: chunks of very
+// different magnitude keep their own scales (one scale for the row would
+// lose the small chunk and exceed the bound), a value just below a power
+// of two saturates, nvfp4_fixed_point_x = false meets the f32 tolerance,
+// x with an infinity or NaN, or all below 2^-112, takes the f32 route.
+TEST(Gemv, Nvfp4FixedPointX) {
+  const int64_t n = 9, k = 1000;  // 4 chunks, the last one partial
+  const Weight wt(Fmt::kNVFP4, n, k, 21);
+  auto x = random_matrix(1, k, 5);
+  for (int64_t c = 0; c < 256; ++c) x[c] *= 1e-3f;
+  for (int64_t c = 256; c < 512; ++c) x[c] *= 1e3f;
+  x[600] = std::nextafter(1.0f, 0.0f) * 8;  // rounds to 2^15 at its chunk's scale
+  for (int64_t c = 512; c < 768; ++c) x[c] = std::clamp(x[c], -7.0f, 7.0f);
+  auto run = [&](const std::vector<float>& xv, bool fixed) {
+    std::vector<float> y(static_cast<size_t>(n));
+    GemvOptions o;
+    o.nvfp4_fixed_point_x = fixed;
+    gemv(TensorView(const_cast<float*>(xv.data()), DType::kF32, {1, k}), wt.w, TensorView(y.data(), DType::kF32, {1, n}),
+         o);
+    return y;
+  };
+  auto reference = [&](const std::vector<float>& xv, int64_t j, double* mag) {
+    double ref = 0;
+    *mag = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      ref += static_cast<double>(xv[c]) * wt.deq[j * k + c];
+      *mag += std::fabs(static_cast<double>(xv[c]) * wt.deq[j * k + c]);
+    }
+    return ref;
+  };
+  const auto fixed = run(x, true), exact = run(x, false);
+  for (int64_t j = 0; j < n; ++j) {
+    double mag;
+    const double ref = reference(x, j, &mag);
+    const std::vector<double> wd(wt.deq.begin() + j * k, wt.deq.begin() + (j + 1) * k);
+    EXPECT_NEAR(fixed[j], ref, 1e-5 * mag + fixed_point_bound(x.data(), wd.data(), k)) << "row " << j;
+    EXPECT_NEAR(exact[j], ref, 1e-5 * mag) << "row " << j;
+  }
+  // All below 2^-112: the f32 route, within its own tolerance.
+  std::vector<float> tiny(x);
+  for (float& v : tiny) v = std::ldexp(v, -130);
+  const auto t = run(tiny, true);
+  for (int64_t j = 0; j < n; ++j) {
+    double mag;
+    const double ref = reference(tiny, j, &mag);
+    EXPECT_NEAR(t[j], ref, 1e-5 * mag + 1e-45) << "row " << j;
+  }
+  // Non-finite x: the same results as the f32 route.
+  for (float bad : {INFINITY, NAN}) {
+    std::vector<float> xb(x);
+    xb[700] = bad;
+    const auto a = run(xb, true), b = run(xb, false);
+    for (int64_t j = 0; j < n; ++j) {
+      EXPECT_FALSE(std::isfinite(a[j])) << "row " << j;
+      EXPECT_EQ(std::isnan(a[j]), std::isnan(b[j])) << "row " << j;
+      if (!std::isnan(b[j])) EXPECT_EQ(a[j], b[j]) << "row " << j;
+    }
   }
 }
 

@@ -21,6 +21,7 @@ struct CpuFeatures {
   bool avx512 = false;       // F, BW, DQ and VL
   bool avx512_bf16 = false;  // vdpbf16ps
   bool avx512_fp16 = false;
+  bool avx512_vnni = false;  // vpdpwssd
   bool clflushopt = false;   // the weakly ordered cache-line flush
   std::string vendor;        // "GenuineIntel", "AuthenticAMD", ...
 };

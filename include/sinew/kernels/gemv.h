@@ -38,6 +38,13 @@ enum class GemvIsa : uint8_t {
 struct GemvOptions {
   int threads = 0;  // 0: ThreadPool::default_threads()
   GemvIsa isa = GemvIsa::kAuto;
+  // NVFP4 weights, one row of x, AVX-512 with VNNI: x is rounded to 16-bit
+  // fixed point per 256 elements (each value within 2^-15 of the largest
+  // |x| of its 256, far finer than the weights' 4 bits or bf16
+  // activations) and multiplied by integer dot products, about 2x the f32
+  // route's decode rate. x with a NaN or infinity takes the f32 route, so
+  // they propagate as before. false: always the f32 route.
+  bool nvfp4_fixed_point_x = true;
 };
 
 // y (float32 or bfloat16 [M, N], any strides) = x (float32 or bfloat16

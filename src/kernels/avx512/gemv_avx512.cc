@@ -14,7 +14,9 @@
 //    position and a ternlog that ORs 112 into the exponent (the same 2^-8
 //    of the value), against x transposed to match (Fmt::lane_code).
 //  - NVFP4 for one row of x: see nvfp4_block (4-byte lanes of 8 weights of
-//    one block, vpsrld + vpermps per 16, the block scales once per 256).
+//    one block, vpsrld + vpermps per 16, the block scales once per 256), or
+//    with VNNI nvfp4_q16_block (x in 16-bit fixed point, vpsrlw + vpermw
+//    per 32 weights into vpdpwssd).
 //  - NVFP4 for more rows: the 8 bytes of a block broadcast to every qword,
 //    shifted so each dword's low nibble is one element (vpermps reads only
 //    those 4 bits), looked up in a 16-entry f32 table and scaled by the
@@ -23,6 +25,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -382,6 +385,86 @@ void nvfp4_block(const GemvArgs& a, int64_t n0, int64_t gap) {
     a.y[n0 + r * gap] = any_nan_code(s[r], blocks) ? std::numeric_limits<float>::quiet_NaN() : sum(acc[r]) * 256.0f;
 }
 
+// NVFP4 for one row of x in 16-bit fixed point (GemvArgs::x_q16), on a CPU
+// with AVX-512 VNNI. A step reads 128 bytes of a row as two 64-byte halves
+// of 8 blocks. Word w of a half holds weights 4w..4w+3; shifted right by 4s
+// its low 5 bits index a 32-entry table of twice the e2m1 values (the
+// second 16 repeat the first, so the next nibble's low bit does not
+// matter), and vpermw decodes 32 weights (4w + s) at once, against 3 uops
+// per 16 on the f32 route. vpdpwssd multiplies them by x's int16 pairs and
+// sums each pair into a dword lane: lane d gathers weights 8d..8d+7, all
+// of block d/2, so each half's 16 lanes take the block scales spread over
+// two lanes each (as nvfp4_block) times the chunk's x scale, converted to
+// f32 once per step. 11008 x 4096 weights in L3: 40 against 32 G weights/s
+// on one thread, 77 against 62 on two; from DRAM both read the same
+// 16 GB/s.
+[[gnu::target("avx512vnni"), gnu::always_inline]] inline __m512 nvfp4_q16_half(__m512i q, const int16_t* x,
+                                                                              __m512i table) {
+  __m512i acc = _mm512_madd_epi16(_mm512_permutexvar_epi16(q, table), _mm512_load_si512(x));
+  acc = _mm512_dpwssd_epi32(acc, _mm512_permutexvar_epi16(_mm512_srli_epi16(q, 4), table), _mm512_load_si512(x + 32));
+  acc = _mm512_dpwssd_epi32(acc, _mm512_permutexvar_epi16(_mm512_srli_epi16(q, 8), table), _mm512_load_si512(x + 64));
+  acc = _mm512_dpwssd_epi32(acc, _mm512_permutexvar_epi16(_mm512_srli_epi16(q, 12), table), _mm512_load_si512(x + 96));
+  return _mm512_maskz_cvtepi32_ps(kAll, acc);
+}
+
+// Twice the e2m1 values (code 8, -0, is 0), for 5-bit indices.
+alignas(64) constexpr int16_t kTwiceE2m1[32] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
+                                                0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+template <int NR>
+[[gnu::target("avx512vnni")]] void nvfp4_q16_block(const GemvArgs& a, int64_t n0, int64_t gap) {
+  const __m512i table = _mm512_load_si512(kTwiceE2m1);
+  const __m512i spread[2] = {_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+                             _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8)};
+  const int64_t row_bytes = a.k / 2, blocks = (a.k + 15) / 16;
+  const uint8_t* w[NR];
+  const uint8_t* s[NR];
+  __m512 acc[NR];
+  for (int r = 0; r < NR; ++r) {
+    w[r] = a.w + (n0 + r * gap) * a.ldw;
+    s[r] = a.block_scale + (n0 + r * gap) * a.ld_scale;
+    acc[r] = _mm512_setzero_ps();
+  }
+  const int64_t steps = (row_bytes + 127) / 128;
+  for (int64_t c = 0; c < steps; ++c) {
+    const bool full = (c + 1) * 128 <= row_bytes;
+    const int64_t ahead = c * 128 + kPrefetchBytes;
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* p = ahead < row_bytes ? w[r] + ahead : w[r] + a.ldw + (ahead - row_bytes);
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
+    }
+    const __m512 xs = _mm512_set1_ps(a.x_q16_scale[c]);
+    const int16_t* x = a.x_q16 + c * 256;
+    const int64_t rem = row_bytes - c * 128;  // past the row: weight code 0 (+0) with scale code 0
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      __m512i q0, q1;
+      __m128i sb;
+      if (full) {
+        q0 = _mm512_loadu_si512(w[r] + c * 128);
+        q1 = _mm512_loadu_si512(w[r] + c * 128 + 64);
+        sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s[r] + c * 16));
+      } else {
+        q0 = _mm512_maskz_loadu_epi8(low_mask64(rem), w[r] + c * 128);
+        q1 = _mm512_maskz_loadu_epi8(rem > 64 ? low_mask64(rem - 64) : 0, w[r] + c * 128 + 64);
+        sb = _mm_maskz_loadu_epi8(low_mask(blocks - c * 16), s[r] + c * 16);
+      }
+      const __m512 scales = _mm512_mul_ps(
+          _mm512_maskz_cvtph_ps(kAll, _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sb), 7),
+                                                       _mm256_set1_epi16(static_cast<short>(0xbfff)))),
+          xs);
+      acc[r] = _mm512_fmadd_ps(nvfp4_q16_half(q0, x, table), _mm512_maskz_permutexvar_ps(kAll, spread[0], scales),
+                               acc[r]);
+      acc[r] = _mm512_fmadd_ps(nvfp4_q16_half(q1, x + 128, table),
+                               _mm512_maskz_permutexvar_ps(kAll, spread[1], scales), acc[r]);
+    }
+  }
+  // Twice the e2m1 values, scale codes at 2^-8 of their value: 256 / 2.
+  for (int r = 0; r < NR; ++r)
+    a.y[n0 + r * gap] = any_nan_code(s[r], blocks) ? std::numeric_limits<float>::quiet_NaN() : sum(acc[r]) * 128.0f;
+}
+
 // As many weight rows at once as keep M * NR accumulators within 16 registers.
 template <int M>
 constexpr int kRowsAtOnce = std::clamp(16 / M, 1, 4);
@@ -395,6 +478,11 @@ void run(const GemvArgs& a, int64_t n0, int64_t n1) {
   constexpr int NR = kRowsAtOnce<M>;
   const int64_t part = (n1 - n0) / NR, rest = n0 + NR * part;
   if constexpr (F == WeightFormat::kNVFP4 && M == 1) {
+    if (a.x_q16) {
+      for (int64_t n = n0; n < n0 + part; ++n) nvfp4_q16_block<NR>(a, n, part);
+      for (int64_t n = rest; n < n1; ++n) nvfp4_q16_block<1>(a, n, 0);
+      return;
+    }
     for (int64_t n = n0; n < n0 + part; ++n) nvfp4_block<NR>(a, n, part);
     for (int64_t n = rest; n < n1; ++n) nvfp4_block<1>(a, n, 0);
   } else {
@@ -417,6 +505,59 @@ GemvKernel kernel_for(WeightFormat format) {
 }
 
 }  // namespace
+
+bool nvfp4_quantize_x(const float* x, int64_t k, int16_t* xq, float* xs) {
+  // Output word 32s + 2d + t of a half from its element 8d + 4t + s, read
+  // from the half's 128 words in two registers (vpermt2w: 7-bit indices).
+  alignas(64) int16_t order[4][32];
+  for (int sh = 0; sh < 4; ++sh)
+    for (int d = 0; d < 16; ++d)
+      for (int t = 0; t < 2; ++t) order[sh][2 * d + t] = static_cast<int16_t>(8 * d + 4 * t + sh);
+  const int64_t chunks = (k + kKStep - 1) / kKStep;
+  for (int64_t c = 0; c < chunks; ++c) {
+    __m512 v[16];
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (int i = 0; i < 16; ++i) {
+      const int64_t at = c * kKStep + 16 * i;
+      v[i] = _mm512_maskz_loadu_ps(at >= k ? 0 : low_mask(std::min<int64_t>(16, k - at)), x + at);
+      bad |= _mm512_fpclass_ps_mask(v[i], 0x99);  // NaN or infinity
+      amax = _mm512_maskz_max_ps(kAll, amax, _mm512_abs_ps(v[i]));
+    }
+    if (bad) return false;
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, amax);
+    const float m = *std::max_element(lanes, lanes + 16);
+    int16_t* out = xq + c * kKStep;
+    if (m == 0.0f) {
+      std::memset(out, 0, kKStep * sizeof(int16_t));
+      xs[c] = 0.0f;
+      continue;
+    }
+    int ex;
+    std::frexp(m, &ex);  // m < 2^ex, so |x| * 2^(15 - ex) < 2^15
+    if (ex < -111) return false;  // 2^(15 - ex) would not be a float
+    const __m512 up = _mm512_set1_ps(std::ldexp(1.0f, 15 - ex));
+    xs[c] = std::ldexp(1.0f, ex - 15);
+    for (int h = 0; h < 2; ++h) {
+      alignas(64) int16_t words[128];
+      for (int i = 0; i < 8; ++i)  // round to nearest even; a value that rounds to 2^15 saturates
+        _mm256_store_si256(reinterpret_cast<__m256i*>(words + 16 * i),
+                           _mm512_maskz_cvtsepi32_epi16(kAll, _mm512_maskz_cvtps_epi32(kAll, _mm512_mul_ps(v[8 * h + i], up))));
+      const __m512i w01 = _mm512_load_si512(words), w23 = _mm512_load_si512(words + 32);
+      const __m512i w45 = _mm512_load_si512(words + 64), w67 = _mm512_load_si512(words + 96);
+      for (int sh = 0; sh < 4; ++sh) {
+        // vpermt2w reads 6 index bits: elements 0..63 from w01:w23, 64..127 from w45:w67.
+        const __m512i idx = _mm512_load_si512(order[sh]);
+        const __m512i from_low = _mm512_permutex2var_epi16(w01, idx, w23);
+        const __m512i from_high = _mm512_permutex2var_epi16(w45, idx, w67);
+        const __mmask32 high = _mm512_cmpge_epi16_mask(idx, _mm512_set1_epi16(64));
+        _mm512_store_si512(out + h * 128 + 32 * sh, _mm512_mask_mov_epi16(from_low, high, from_high));
+      }
+    }
+  }
+  return true;
+}
 
 GemvKernel gemv_avx512_kernel(WeightFormat format, int m) {
   switch (m) {

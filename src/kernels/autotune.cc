@@ -250,16 +250,20 @@ std::vector<TuneVariant> enumerate(const GemmProblem& p, const TuneOptions& o) {
   return out;
 }
 
-// The prescreen: the best `max_timed` by the model, plus each family's
-// best-modelled variant and the heuristic default pick (so that a poor
-// estimate can never make tuning worse than not tuning).
+// The prescreen: the best `max_timed` by the model, and any the model
+// cannot tell from the last of those (within 0.5%: e.g. blockings that
+// differ only in a kc beyond K, which the model does not see), plus each
+// family's best-modelled variant and the heuristic default pick (so that a
+// poor estimate can never make tuning worse than not tuning).
 void prescreen(std::vector<TuneVariant>& vs, const GemmProblem& p, const TuneOptions& o) {
   std::unordered_set<std::string> families;
   const Candidate& fallback = default_candidate(p, o.family);
   bool fallback_in = false;
+  const size_t top = std::min(vs.size(), static_cast<size_t>(std::max(1, o.max_timed)));
+  const double cutoff = vs.empty() ? 0.0 : vs[top - 1].model_us * 1.005;
   for (size_t i = 0; i < vs.size(); ++i) {
     TuneVariant& v = vs[i];
-    bool keep = static_cast<int>(i) < std::max(1, o.max_timed);
+    bool keep = i < top || v.model_us <= cutoff;
     keep |= families.insert(v.family).second;
     if (v.candidate == fallback.id() && !fallback_in) {
       keep = true;

@@ -113,7 +113,9 @@ double tile_cycles(const Candidate& c, EpilogueMode mode, const GemmProblem& p, 
     if (p.layout()[0] != 'N') compute *= 1 + k.cache_penalty;  // A's K steps are strided
   } else {
     const double mblocks = std::ceil(R / static_cast<double>(mc));
-    pack += R * K * per_pack + mblocks * K * C * per_pack;
+    // A row-major A in the kernel's own dtype is read in place (tile_candidate.cc).
+    const bool a_in_place = p.layout()[0] == 'N' && !bf16dot && p.in_dtype == (f64 ? DType::kF64 : DType::kF32);
+    pack += (a_in_place ? 0.0 : R * K * per_pack) + mblocks * K * C * per_pack;
     const double kblocks = std::max(1.0, std::ceil(K / static_cast<double>(kc)));
     traffic += (kblocks - 1) * R * C * k.partial_cycles;
     if (static_cast<double>(kc * nc) * packed_size > kL2Bytes) compute *= 1 + k.cache_penalty;

@@ -184,6 +184,30 @@ TEST(Autotune, TuningTimesSurvivorsAndPicksTheFastestMeasured) {
   for (const TuneVariant& v : all.variants) EXPECT_FALSE(std::isnan(v.measured_us)) << v.candidate;
 }
 
+// K below every kc: the packed blockings of one kernel differ only in what
+// the model does not see, so their estimates tie. A tie with the last of
+// the best max_timed is timed too, rather than dropped by the sort order.
+TEST(Autotune, PrescreenKeepsVariantsTiedWithTheCutoff) {
+  GemmTuner t("");
+  int ties_beyond = 0;
+  for (int max_timed = 1; max_timed <= 8; ++max_timed) {
+    TuneOptions o = fast();
+    o.max_timed = max_timed;
+    o.retune = true;
+    const TuneResult r = t.tune(GemmShape::parse("mm:f32:64x512x32"), o);
+    ASSERT_GE(r.variants.size(), static_cast<size_t>(max_timed));
+    const double cutoff = r.variants[max_timed - 1].model_us;
+    for (size_t i = 0; i < r.variants.size(); ++i) {
+      const TuneVariant& v = r.variants[i];
+      if (static_cast<int>(i) < max_timed || v.model_us <= cutoff * 1.005) {
+        EXPECT_TRUE(v.survivor) << "max_timed " << max_timed << ": " << v.candidate;
+        ties_beyond += static_cast<int>(i) >= max_timed ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GT(ties_beyond, 0) << "no tie at any cutoff: the test checks nothing";
+}
+
 TEST(Autotune, CorruptCacheIsRebuiltWithAWarning) {
   TempDir dir;
   const std::string path = dir.file("tune.json");

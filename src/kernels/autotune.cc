@@ -79,6 +79,9 @@ void evict(const MatrixRef& m, int64_t batch, int64_t rows, int64_t cols) {
 #endif
 }
 
+// Seconds of the first variant before timing with several threads (search).
+constexpr double kWarmupSeconds = 0.2;
+
 // Evicts the operands from every thread's caches: each worker rewrites its
 // own buffer, larger than a core's L2 and a slice of L3, and the problem's
 // operands are flushed out of every cache level. The sweep alone left them
@@ -86,35 +89,15 @@ void evict(const MatrixRef& m, int64_t batch, int64_t rows, int64_t cols) {
 // here, where the direct tile kernel, which reads B in 64-column panels
 // down its rows, timed as fast as the blocked one at M = 1, and from memory
 // (as in decode) took twice as long.
-//
-// Only where the operands' traffic weighs in the call: below 128 flops per
-// operand byte (8x this machine's balance of one core, 247 GFLOP/s over
-// 15 GB/s). Above it every byte is reused from the caches many times, so
-// the call's speed hangs on its blocking, and cold operands would time
-// something else: at 1024^3 on two threads (170 flops per byte) each timed
-// call read 12 MB from memory first, about a tenth of it, and the tuner
-// picked kc512_nc512 in some runs, 2% slower than kc1024_nc256 once the
-// operands are cached, as in the benchmark's calls.
-constexpr double kEvictBelowFlopsPerByte = 128;
-constexpr double kWarmupSeconds = 0.2;
-
 class CacheFlusher {
  public:
   void flush(const GemmProblem& p, int threads) {
-    const double flops = 2.0 * static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n) *
-                         static_cast<double>(p.reads_ab() ? p.k : 1);
-    const double operand_bytes =
-        static_cast<double>(p.batch) *
-        (static_cast<double>(p.reads_ab() ? (p.m + p.n) * p.k : 0) * static_cast<double>(dtype_size(p.in_dtype)) +
-         static_cast<double>(p.m * p.n) * static_cast<double>(dtype_size(p.out_dtype)) * (p.reads_prior() ? 2 : 1));
-    if (flops < kEvictBelowFlopsPerByte * operand_bytes) {
-      if (p.reads_ab()) {
-        evict(p.a, p.batch, p.m, p.k);
-        evict(p.b, p.batch, p.k, p.n);
-      }
-      if (p.reads_prior()) evict(p.prior, p.batch, p.m, p.n);
-      evict(p.out, p.batch, p.m, p.n);
+    if (p.reads_ab()) {
+      evict(p.a, p.batch, p.m, p.k);
+      evict(p.b, p.batch, p.k, p.n);
     }
+    if (p.reads_prior()) evict(p.prior, p.batch, p.m, p.n);
+    evict(p.out, p.batch, p.m, p.n);
     const size_t bytes = flush_bytes();
     std::lock_guard<std::mutex> lock(mu_);  // tuners in several threads share the buffers
     if (buffers_.size() < static_cast<size_t>(threads)) buffers_.resize(static_cast<size_t>(threads));

@@ -316,6 +316,52 @@ bool any_nan_code(const uint8_t* s, int64_t n) {
   return false;
 }
 
+// The NR weight rows of an NVFP4 pass (rows n0 + r * gap): their weights,
+// block scale codes and accumulators, shared by both one-row kernels.
+template <int NR>
+struct Nvfp4Rows {
+  const uint8_t* w[NR];
+  const uint8_t* s[NR];
+  __m512 acc[NR];
+  int64_t row_bytes, blocks;
+
+  [[gnu::always_inline]] Nvfp4Rows(const GemvArgs& a, int64_t n0, int64_t gap)
+      : row_bytes(a.k / 2), blocks((a.k + 15) / 16) {
+    for (int r = 0; r < NR; ++r) {
+      w[r] = a.w + (n0 + r * gap) * a.ldw;
+      s[r] = a.block_scale + (n0 + r * gap) * a.ld_scale;
+      acc[r] = _mm512_setzero_ps();
+    }
+  }
+  // Each row's prefetch runs on into the next row of its stream (see run).
+  [[gnu::always_inline]] void prefetch(const GemvArgs& a, int64_t c) const {
+    const int64_t ahead = c * 128 + kPrefetchBytes;
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* p = ahead < row_bytes ? w[r] + ahead : w[r] + a.ldw + (ahead - row_bytes);
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
+    }
+  }
+  // y, times `post`; a row with a NaN scale code is NaN, as its dequantized weights would be.
+  void finish(const GemvArgs& a, int64_t n0, int64_t gap, float post) const {
+    for (int r = 0; r < NR; ++r)
+      a.y[n0 + r * gap] = any_nan_code(s[r], blocks) ? std::numeric_limits<float>::quiet_NaN() : sum(acc[r]) * post;
+  }
+};
+
+// The 16 block scales of a step: e4m3 codes moved into f16 position (2^-8
+// of their value) and widened.
+[[gnu::always_inline]] inline __m512 nvfp4_scales(__m128i sb) {
+  return _mm512_maskz_cvtph_ps(kAll, _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sb), 7),
+                                                      _mm256_set1_epi16(static_cast<short>(0xbfff))));
+}
+
+// Each of half h's 8 block scales over two dword lanes.
+[[gnu::always_inline]] inline __m512i nvfp4_spread(int h) {
+  return h == 0 ? _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0)
+                : _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+}
+
 // NVFP4 for one row of x (the decode), rows n0 + r * gap (r < NR). A step
 // reads 128 bytes of a row, two 64-byte halves of 8 blocks; dword lane l of
 // a half holds weights 8l..8l+7, all of block l/2, and vector j of the
@@ -329,22 +375,15 @@ bool any_nan_code(const uint8_t* s, int64_t n) {
 template <int NR>
 void nvfp4_block(const GemvArgs& a, int64_t n0, int64_t gap) {
   const __m512 values = _mm512_load_ps(tables().e2m1);
-  const __m512i spread[2] = {_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
-                             _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8)};
-  const int64_t row_bytes = a.k / 2, blocks = (a.k + 15) / 16;
-  const uint8_t* w[NR];
-  const uint8_t* s[NR];
-  __m512 acc[NR];
-  for (int r = 0; r < NR; ++r) {
-    w[r] = a.w + (n0 + r * gap) * a.ldw;
-    s[r] = a.block_scale + (n0 + r * gap) * a.ld_scale;
-    acc[r] = _mm512_setzero_ps();
-  }
+  const __m512i spread[2] = {nvfp4_spread(0), nvfp4_spread(1)};
+  Nvfp4Rows<NR> rows(a, n0, gap);
+  const int64_t row_bytes = rows.row_bytes, blocks = rows.blocks;
+  const uint8_t* const* w = rows.w;
+  const uint8_t* const* s = rows.s;
+  __m512* acc = rows.acc;
   // One step of row r: its weights q[h] and scale codes sb.
   auto step = [&](int64_t c, int r, const __m512i (&q)[2], __m128i sb) {
-    const __m512 scales = _mm512_maskz_cvtph_ps(
-        kAll, _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sb), 7),
-                               _mm256_set1_epi16(static_cast<short>(0xbfff))));
+    const __m512 scales = nvfp4_scales(sb);
     for (int h = 0; h < 2; ++h) {
       const float* x = a.x_transposed + c * 256 + h * 128;
       __m512 d[8];
@@ -358,13 +397,7 @@ void nvfp4_block(const GemvArgs& a, int64_t n0, int64_t gap) {
   const int64_t full = row_bytes / 128;
   int64_t c = 0;
   for (; c < full; ++c) {
-    // Each row's prefetch runs on into the next row of its stream (see run).
-    const int64_t ahead = c * 128 + kPrefetchBytes;
-    for (int r = 0; r < NR; ++r) {
-      const uint8_t* p = ahead < row_bytes ? w[r] + ahead : w[r] + a.ldw + (ahead - row_bytes);
-      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
-    }
+    rows.prefetch(a, c);
     // Each row's weights are loaded just before its step, not all rows'
     // first: those 8 vectors next to x's 16 (kept for all rows) spilled,
     // which cost 5-15% (measured; the lines are prefetched by now anyway).
@@ -381,8 +414,7 @@ void nvfp4_block(const GemvArgs& a, int64_t n0, int64_t gap) {
       step(c, r, q, _mm_maskz_loadu_epi8(low_mask(blocks - c * 16), s[r] + c * 16));
     }
   }
-  for (int r = 0; r < NR; ++r)
-    a.y[n0 + r * gap] = any_nan_code(s[r], blocks) ? std::numeric_limits<float>::quiet_NaN() : sum(acc[r]) * 256.0f;
+  rows.finish(a, n0, gap, 256.0f);
 }
 
 // NVFP4 for one row of x in 16-bit fixed point (GemvArgs::x_q16), on a CPU
@@ -414,26 +446,16 @@ alignas(64) constexpr int16_t kTwiceE2m1[32] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, 
 template <int NR>
 [[gnu::target("avx512vnni")]] void nvfp4_q16_block(const GemvArgs& a, int64_t n0, int64_t gap) {
   const __m512i table = _mm512_load_si512(kTwiceE2m1);
-  const __m512i spread[2] = {_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
-                             _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8)};
-  const int64_t row_bytes = a.k / 2, blocks = (a.k + 15) / 16;
-  const uint8_t* w[NR];
-  const uint8_t* s[NR];
-  __m512 acc[NR];
-  for (int r = 0; r < NR; ++r) {
-    w[r] = a.w + (n0 + r * gap) * a.ldw;
-    s[r] = a.block_scale + (n0 + r * gap) * a.ld_scale;
-    acc[r] = _mm512_setzero_ps();
-  }
+  const __m512i spread[2] = {nvfp4_spread(0), nvfp4_spread(1)};
+  Nvfp4Rows<NR> rows(a, n0, gap);
+  const int64_t row_bytes = rows.row_bytes, blocks = rows.blocks;
+  const uint8_t* const* w = rows.w;
+  const uint8_t* const* s = rows.s;
+  __m512* acc = rows.acc;
   const int64_t steps = (row_bytes + 127) / 128;
   for (int64_t c = 0; c < steps; ++c) {
     const bool full = (c + 1) * 128 <= row_bytes;
-    const int64_t ahead = c * 128 + kPrefetchBytes;
-    for (int r = 0; r < NR; ++r) {
-      const uint8_t* p = ahead < row_bytes ? w[r] + ahead : w[r] + a.ldw + (ahead - row_bytes);
-      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
-    }
+    rows.prefetch(a, c);
     const __m512 xs = _mm512_set1_ps(a.x_q16_scale[c]);
     const int16_t* x = a.x_q16 + c * 256;
     const int64_t rem = row_bytes - c * 128;  // past the row: weight code 0 (+0) with scale code 0
@@ -450,10 +472,7 @@ template <int NR>
         q1 = _mm512_maskz_loadu_epi8(rem > 64 ? low_mask64(rem - 64) : 0, w[r] + c * 128 + 64);
         sb = _mm_maskz_loadu_epi8(low_mask(blocks - c * 16), s[r] + c * 16);
       }
-      const __m512 scales = _mm512_mul_ps(
-          _mm512_maskz_cvtph_ps(kAll, _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(sb), 7),
-                                                       _mm256_set1_epi16(static_cast<short>(0xbfff)))),
-          xs);
+      const __m512 scales = _mm512_mul_ps(nvfp4_scales(sb), xs);
       acc[r] = _mm512_fmadd_ps(nvfp4_q16_half(q0, x, table), _mm512_maskz_permutexvar_ps(kAll, spread[0], scales),
                                acc[r]);
       acc[r] = _mm512_fmadd_ps(nvfp4_q16_half(q1, x + 128, table),
@@ -461,8 +480,7 @@ template <int NR>
     }
   }
   // Twice the e2m1 values, scale codes at 2^-8 of their value: 256 / 2.
-  for (int r = 0; r < NR; ++r)
-    a.y[n0 + r * gap] = any_nan_code(s[r], blocks) ? std::numeric_limits<float>::quiet_NaN() : sum(acc[r]) * 128.0f;
+  rows.finish(a, n0, gap, 128.0f);
 }
 
 // As many weight rows at once as keep M * NR accumulators within 16 registers.

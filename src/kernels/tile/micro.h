@@ -29,6 +29,9 @@ struct FmaKernel {
   static constexpr int kStep = 1;
   static constexpr KernelKind kKind = sizeof(T) == 4 ? KernelKind::kF32 : KernelKind::kF64;
   static constexpr bool kDirectOk = true;  // A and B may be read in place
+  // The same kernel for fewer rows: a block's ragged last row panel.
+  template <int R>
+  using WithRows = FmaKernel<V, R, NV>;
 
   // tile = A (MR x steps) * B (steps x NR).
   template <bool kPackedA, BMode kB>

@@ -6,8 +6,7 @@
 #include "collectives_bench.h"
 
 #include <fmt/format.h>
-#include <spawn.h>
-#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -21,11 +20,11 @@
 #include "sinew/core/log.h"
 #include "sinew/dist/flight_recorder.h"
 #include "sinew/dist/init.h"
+#include "sinew/dist/job.h"
+#include "sinew/dist/launch_protocol.h"
 #include "sinew/dist/tcp_store.h"
 #include "bench_comm.h"
 #include "self_exe.h"
-
-extern char** environ;
 
 namespace sinew::bench {
 namespace {
@@ -183,44 +182,28 @@ int run_collectives_worker(const CollectivesConfig& cfg) {
 
 namespace {
 
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
-  for (const auto& e : extra_env) env_s.push_back(e);
-  std::vector<char*> av, ev;
-  for (const auto& s : argv) av.push_back(const_cast<char*>(s.c_str()));
-  av.push_back(nullptr);
-  for (const auto& s : env_s) ev.push_back(const_cast<char*>(s.c_str()));
-  ev.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, av[0], nullptr, nullptr, av.data(), ev.data());
-  if (rc != 0) throw IoError(fmt::format("cannot start {}: {}", argv[0], std::strerror(rc)));
-  return pid;
+void spawn(dist::Job& job, const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+  dist::ProcessSpec p;
+  p.argv = argv;
+  p.env = dist::inherited_env();
+  for (const auto& kv : extra_env) {
+    const auto eq = kv.find('=');
+    dist::set_env(p.env, kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  p.rank = static_cast<int>(job.size());
+  job.spawn(std::move(p));
 }
 
-// Waits for every pid; kills all on deadline. Returns true if all exited 0.
-bool wait_all(std::vector<pid_t> pids, Deadline deadline, const std::string& what) {
-  bool ok = true;
-  while (!pids.empty()) {
-    for (auto it = pids.begin(); it != pids.end();) {
-      int st = 0;
-      pid_t r = ::waitpid(*it, &st, WNOHANG);
-      if (r == *it) {
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = false;
-        it = pids.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (!pids.empty() && deadline.expired()) {
-      SINEW_WARN(kBench, "{} did not finish in time; killing it", what);
-      for (pid_t p : pids) ::kill(p, SIGKILL);
-      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
-      return false;
-    }
-    std::this_thread::sleep_for(Millis(20));
+// Waits for every process; kills all at the deadline. True if all exited 0.
+bool wait_all(dist::Job& job, Deadline deadline, const std::string& what) {
+  if (!job.wait(deadline)) {
+    SINEW_WARN(kBench, "{} did not finish in time; killing it", what);
+    job.stop(Millis(0), SIGKILL);
+    return false;
   }
-  return ok;
+  for (const auto& r : job.results())
+    if (!dist::succeeded(r)) return false;
+  return true;
 }
 
 std::vector<std::string> worker_args(const CollectivesConfig& cfg) {
@@ -293,8 +276,8 @@ int run_collectives_bench(CollectivesConfig cfg, Report& report) {
     c.backend = impl == "gloo" ? "gloo" : impl == "mpi" ? "mpi" : "sinew";
     c.transport = impl == "sinew-ucx" ? "ucx" : "auto";
     fmt::print(stderr, "sinew bench collectives: {} with {} ranks...\n", impl, cfg.world);
-    std::vector<pid_t> pids;
     std::unique_ptr<dist::TcpStoreServer> srv;
+    dist::Job job;  // after the store: the ranks go first
     // Peers at their best: huge-page malloc for their temporaries (BASELINES.md).
     // Loopback only (UCX and MPI would otherwise probe every interface).
     std::vector<std::string> env = {"GLIBC_TUNABLES=glibc.malloc.hugetlb=1", "UCX_NET_DEVICES=lo"};
@@ -314,27 +297,30 @@ int run_collectives_bench(CollectivesConfig cfg, Report& report) {
         argv.insert(argv.begin() + 2, "--oversubscribe");
       env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
       env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
-      pids.push_back(spawn(argv, env));
+      spawn(job, argv, env);
     } else {
       std::string token = dist::make_job_token();
       // The store lives in this process, like `sinew run` hosts it.
       srv = std::make_unique<dist::TcpStoreServer>("127.0.0.1", 0, token);
       for (int r = 0; r < cfg.world; ++r) {
         std::vector<std::string> e = env;
-        e.push_back(fmt::format("RANK={}", r));
-        e.push_back(fmt::format("LOCAL_RANK={}", r));
-        e.push_back(fmt::format("WORLD_SIZE={}", cfg.world));
-        e.push_back(fmt::format("LOCAL_WORLD_SIZE={}", cfg.world));
-        e.push_back("MASTER_ADDR=127.0.0.1");
-        e.push_back(fmt::format("MASTER_PORT={}", srv->port()));
-        e.push_back("SINEW_STORE_TOKEN=" + token);
-        e.push_back("SINEW_STORE_HOSTED=1");
+        namespace ev = dist::launch::env;
+        for (const auto& [k, v] : std::vector<std::pair<const char*, std::string>>{
+                 {ev::kRank, std::to_string(r)},
+                 {ev::kLocalRank, std::to_string(r)},
+                 {ev::kWorldSize, std::to_string(cfg.world)},
+                 {ev::kLocalWorldSize, std::to_string(cfg.world)},
+                 {ev::kMasterAddr, "127.0.0.1"},
+                 {ev::kMasterPort, std::to_string(srv->port())},
+                 {ev::kStoreToken, token},
+                 {ev::kStoreHosted, "1"}})
+          e.push_back(std::string(k) + "=" + v);
         std::vector<std::string> argv = {exe};
         for (auto& a : worker_args(c)) argv.push_back(a);
-        pids.push_back(spawn(argv, e));
+        spawn(job, argv, e);
       }
     }
-    if (!wait_all(pids, Deadline::after(std::chrono::seconds(cfg.timeout_s)), impl)) ++failures;
+    if (!wait_all(job, Deadline::after(std::chrono::seconds(cfg.timeout_s)), impl)) ++failures;
     read_rows(c.rows_path, report);
   }
   std::string rm = "rm -rf '" + dir + "'";

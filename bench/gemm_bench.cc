@@ -44,11 +44,12 @@
 #include <thread>
 
 #include "gemm_peers.h"
-#include "kernels/autotune_cost.h"
 #include "peak_bench.h"
 #include "self_exe.h"
 #include "sinew/core/error.h"
 #include "sinew/kernels/autotune.h"
+#include "sinew/kernels/cost_model.h"
+#include "sinew/kernels/cpu_features.h"
 #include "sinew/kernels/gemm.h"
 #include "sinew/kernels/gemv.h"
 #include "sinew/kernels/quantize.h"
@@ -364,7 +365,7 @@ class Bench {
   // twice the cache some calls still found part of it there: f32 at 21
   // GB/s against 18-19 with four times).
   static int64_t copies_past_llc(size_t bytes) {
-    const int64_t llc = last_level_cache_bytes();
+    const int64_t llc = kernels::cpu_features().last_level_cache_bytes;
     return std::clamp<int64_t>(
         (4 * llc + static_cast<int64_t>(bytes) - 1) / std::max<int64_t>(1, static_cast<int64_t>(bytes)), 1, 1024);
   }

@@ -2,14 +2,12 @@
 
 #include <fmt/format.h>
 #include <immintrin.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 
+#include "sinew/core/aligned_buffer.h"
 #include "sinew/core/thread_pool.h"
 #include "sinew/kernels/ceiling.h"
 #include "sinew/kernels/cpu_features.h"
@@ -68,27 +66,20 @@ double best_rate(int threads, int reps, double units_per_thread, const Fn& fn) {
   return best;
 }
 
+// The three STREAM arrays of n doubles, zeroed so that the first touch of
+// each page happens here and not inside a timed pass.
 struct Arrays {
-  explicit Arrays(int64_t n) : n(n) {
-    for (auto& p : d) {
-      p.reset(static_cast<double*>(std::aligned_alloc(64, static_cast<size_t>(n) * sizeof(double))));
-      std::memset(p.get(), 0, static_cast<size_t>(n) * sizeof(double));
+  explicit Arrays(int64_t n) {
+    for (int k = 0; k < 3; ++k) {
+      d[k] = mem[k].get_as<double>(static_cast<size_t>(n));
+      std::memset(d[k], 0, static_cast<size_t>(n) * sizeof(double));
     }
   }
-  struct Free {
-    void operator()(double* p) const { std::free(p); }
-  };
-  int64_t n;
-  std::unique_ptr<double, Free> d[3];
+  AlignedBuffer mem[3];
+  double* d[3];
 };
 
 }  // namespace
-
-int64_t last_level_cache_bytes() {
-  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE})
-    if (const long bytes = ::sysconf(name); bytes > 0) return bytes;
-  return int64_t{64} << 20;
-}
 
 PeakFigures run_peak_bench(const std::vector<int>& threads, bool quick, Report& report) {
   PeakFigures f;
@@ -97,7 +88,7 @@ PeakFigures run_peak_bench(const std::vector<int>& threads, bool quick, Report& 
   // no pass finds the previous one's lines there (a 300 MB L3 held enough of
   // three 128 MiB arrays to read two-thread triad at 45 GB/s against 27-32
   // past it). At least 128 MiB; 64 MiB for a quick run (tests).
-  const int64_t n = quick ? int64_t{64} << 17 : std::max<int64_t>(int64_t{128} << 17, 4 * last_level_cache_bytes() / 8);
+  const int64_t n = quick ? int64_t{64} << 17 : std::max<int64_t>(int64_t{128} << 17, 4 * cpu.last_level_cache_bytes / 8);
   Arrays arr(n);
   const int reps = quick ? 3 : 7;
   const int64_t fma_iters = quick ? 2'000'000 : 5'000'000;
@@ -106,7 +97,7 @@ PeakFigures run_peak_bench(const std::vector<int>& threads, bool quick, Report& 
     // Touch every slice from the thread that streams it.
     ThreadPool::global().parallel_for(t, t, [&](int64_t task, int) {
       const int64_t lo = task * chunk, hi = std::min(n, lo + chunk);
-      for (int k = 0; k < 3; ++k) std::fill(arr.d[k].get() + lo, arr.d[k].get() + hi, 1.0 + k);
+      for (int k = 0; k < 3; ++k) std::fill(arr.d[k] + lo, arr.d[k] + hi, 1.0 + k);
     });
     if (cpu.avx512) {
       f.f32_gflops[t] = best_rate(t, reps, 2.0 * 16 * kChains * static_cast<double>(fma_iters),
@@ -129,12 +120,12 @@ PeakFigures run_peak_bench(const std::vector<int>& threads, bool quick, Report& 
     f.triad_GBps[t] = best_rate(t, reps, 3.0 * sizeof(double) * static_cast<double>(chunk), [&](int64_t task) {
                         int64_t lo, len;
                         slice(task, &lo, &len);
-                        triad(arr.d[0].get() + lo, arr.d[1].get() + lo, arr.d[2].get() + lo, 3.0, len);
+                        triad(arr.d[0] + lo, arr.d[1] + lo, arr.d[2] + lo, 3.0, len);
                       }) / 1e9;
     f.copy_GBps[t] = best_rate(t, reps, 2.0 * sizeof(double) * static_cast<double>(chunk), [&](int64_t task) {
                        int64_t lo, len;
                        slice(task, &lo, &len);
-                       copy(arr.d[0].get() + lo, arr.d[1].get() + lo, len);
+                       copy(arr.d[0] + lo, arr.d[1] + lo, len);
                      }) / 1e9;
     const std::string tc = fmt::format("t{}", t);
     if (f.f32_gflops.count(t)) report.add({"peak", "fma_f32/" + tc, "machine", "gflops", f.f32_gflops[t], "GFLOP/s"});

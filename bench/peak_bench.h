@@ -18,9 +18,6 @@ struct PeakFigures {
   std::map<int, double> f32_gflops, tile_gflops, bf16_gflops, triad_GBps, copy_GBps;
 };
 
-// The last-level cache's size in bytes (sysconf's L3, else L2, else 64 MiB).
-int64_t last_level_cache_bytes();
-
 PeakFigures run_peak_bench(const std::vector<int>& threads, bool quick, Report& report);
 
 }  // namespace sinew::bench

@@ -11,12 +11,22 @@
 
 #include "gemm_peers.h"
 #include "self_exe.h"
+#include "sinew/core/env.h"
 #include "sinew/kernels/cpu_features.h"
 
 namespace sinew::bench {
+namespace {
+
+// The benchmark re-executes itself with the peers' environment; this marks
+// how far that has gone, so that it happens once.
+const EnvParam<std::string> kPeerEnvStage{"SINEW_BENCH_PEER_ENV", "",
+                                          "internal: stage of `sinew bench`'s re-execution with the peers' "
+                                          "environment (1: set, 2: OpenBLAS core pinned)"};
+
+}  // namespace
 
 void ensure_peer_bench_env() {
-  const char* stage = std::getenv("SINEW_BENCH_PEER_ENV");
+  const auto stage = kPeerEnvStage.read();
   if (!stage) {
     ::unsetenv("OPENBLAS_CORETYPE");
     ::unsetenv("OPENBLAS_L2_SIZE");
@@ -25,7 +35,7 @@ void ensure_peer_bench_env() {
     // (oversubscribed) machine costs it most of its speed at 2 threads.
     ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
     ::setenv("SINEW_BENCH_PEER_ENV", "1", 1);
-  } else if (std::strcmp(stage, "1") == 0 && openblas_fallback_core()) {
+  } else if (*stage == "1" && openblas_fallback_core()) {
     // With nothing pinned OpenBLAS did not recognize the CPU.
     ::setenv("OPENBLAS_CORETYPE", openblas_fallback_core(), 1);
     ::setenv("SINEW_BENCH_PEER_ENV", "2", 1);

@@ -27,7 +27,6 @@
 #include <fmt/ranges.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,10 +44,10 @@
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
 #include "sinew/dist/init.h"
+#include "sinew/dist/job.h"
+#include "sinew/dist/launch_protocol.h"
 #include "sinew/dist/tcp_store.h"
 #include "self_exe.h"
-
-extern char** environ;
 
 namespace sinew::bench {
 namespace {
@@ -114,8 +113,7 @@ int grow_worker(dist::ProcessGroupPtr pg, dist::Store& store, int64_t joiner_sta
   if (!joiner) {
     for (int i = 0; i < kWarmupSteps; ++i) allreduce_filled(*pg, v, 1.0f, deadline);
     pg->barrier()->wait(deadline);
-    // init_process_group's group "default" lives under the prefix "default" of the job store.
-    const std::string pending = "default/default/join/pending";
+    const std::string pending = dist::launch::keys::join_pending();
     while (!(store.check({pending}) && store.get_string(pending).size() > 1)) {
       if (deadline.expired()) throw TimeoutError("bench recovery: the joiner never asked to join");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -157,7 +155,7 @@ int latency_worker(dist::ProcessGroup& pg, dist::Store& store, Deadline deadline
 
 int run_recovery_worker(const RecoveryConfig& cfg) {
   const Deadline deadline = Deadline::after(std::chrono::seconds(cfg.trial_timeout_s));
-  const bool joiner = getenv_opt("SINEW_JOIN").value_or("") == "1";
+  const bool joiner = dist::launch::env::read(dist::launch::env::kJoin).value_or("") == "1";
   const int64_t started = wall_ns();  // after exec: a joiner's spawn is not timed
   dist::InitOptions io;
   io.timeout = Millis(30'000);
@@ -267,115 +265,67 @@ int run_recovery_worker(const RecoveryConfig& cfg) {
 namespace {
 
 // The ranks of one group, started with sinew run's worker environment. The
-// destructor SIGKILLs and reaps whatever is still running.
+// job SIGKILLs and reaps whatever is still running when it goes.
 class Ranks {
  public:
   // `joiners` more processes start with SINEW_JOIN=1 (ranks world, world+1, ...).
   Ranks(const std::string& exe, const RecoveryConfig& cfg, const std::string& mode, int world, int victim,
         const dist::TcpStoreServer& server, const std::string& token, int attempt,
         const std::map<std::string, std::string>& extra_env = {}, int joiners = 0) {
-    const std::map<std::string, std::string> set = {
-        {"WORLD_SIZE", std::to_string(world)},         {"LOCAL_WORLD_SIZE", std::to_string(world)},
-        {"MASTER_ADDR", "127.0.0.1"},                  {"MASTER_PORT", std::to_string(server.port())},
-        {"SINEW_STORE_TOKEN", token},                  {"SINEW_STORE_HOSTED", "1"},
-        {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
-        // Each trial's revoke warnings would drown the table.
-        {"SINEW_LOG_LEVEL", getenv_opt("SINEW_LOG_LEVEL").value_or("error")}};
-    std::vector<std::string> base;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      std::string key = kv.substr(0, kv.find('='));
-      if (!set.count(key) && key != "RANK" && key != "LOCAL_RANK") base.push_back(kv);
-    }
-    for (auto& [k, v] : set) base.push_back(k + "=" + v);
-    for (auto& [k, v] : extra_env) {
-      std::erase_if(base, [&](const std::string& kv) { return kv.rfind(k + "=", 0) == 0; });
-      base.push_back(k + "=" + v);
-    }
-    std::vector<std::string> argv = {exe,         "bench-recovery-worker", "--mode",      mode, "--victim",
-                                     std::to_string(victim), "--timeout-s", std::to_string(cfg.trial_timeout_s)};
+    namespace env = dist::launch::env;
+    std::vector<std::string> base = dist::inherited_env([](const std::string& name) {
+      return name == env::kRank || name == env::kLocalRank || name == env::kJoin;
+    });
+    for (const auto& [k, v] : std::map<std::string, std::string>{
+             {env::kWorldSize, std::to_string(world)},
+             {env::kLocalWorldSize, std::to_string(world)},
+             {env::kMasterAddr, "127.0.0.1"},
+             {env::kMasterPort, std::to_string(server.port())},
+             {env::kStoreToken, token},
+             {env::kStoreHosted, "1"},
+             {env::kRestartCount, std::to_string(attempt)},
+             // Each trial's revoke warnings would drown the table.
+             {"SINEW_LOG_LEVEL", log_level_env().read().value_or("error")}})
+      dist::set_env(base, k, v);
+    for (const auto& [k, v] : extra_env) dist::set_env(base, k, v);
     for (int r = 0; r < world + joiners; ++r) {
-      std::vector<std::string> env = base;
-      std::erase_if(env, [](const std::string& kv) { return kv.rfind("SINEW_JOIN=", 0) == 0; });
-      if (r >= world) env.push_back("SINEW_JOIN=1");
+      dist::ProcessSpec p;
+      p.argv = {exe, "bench-recovery-worker", "--mode", mode, "--victim", std::to_string(victim),
+                "--timeout-s", std::to_string(cfg.trial_timeout_s)};
+      p.env = base;
+      if (r >= world) p.env.push_back(std::string(env::kJoin) + "=1");
       // A joiner takes a slot (RANK < WORLD_SIZE), as `sinew run` respawns one.
-      env.push_back(fmt::format("RANK={}", r < world ? r : 0));
-      env.push_back(fmt::format("LOCAL_RANK={}", r < world ? r : 0));
-      std::vector<char*> av, ev;
-      for (auto& s : argv) av.push_back(s.data());
-      av.push_back(nullptr);
-      for (auto& s : env) ev.push_back(s.data());
-      ev.push_back(nullptr);
-      pid_t pid = -1;
-      int rc = posix_spawn(&pid, av[0], nullptr, nullptr, av.data(), ev.data());
-      if (rc != 0) throw IoError(fmt::format("cannot start {}: {}", exe, std::strerror(rc)));
-      procs_.push_back({pid, 0, false});
+      dist::set_env(p.env, env::kRank, std::to_string(r < world ? r : 0));
+      dist::set_env(p.env, env::kLocalRank, std::to_string(r < world ? r : 0));
+      p.rank = r;
+      job_.spawn(std::move(p));
     }
   }
-  ~Ranks() {
-    signal_running(SIGKILL);
-    for (auto& p : procs_)
-      if (!p.reaped) ::waitpid(p.pid, nullptr, 0);
-  }
-  Ranks(const Ranks&) = delete;
-  Ranks& operator=(const Ranks&) = delete;
 
   // Reaps exited ranks without blocking; true once rank r has exited.
-  bool exited(int r) {
-    reap();
-    return procs_[r].reaped;
-  }
-  int status(int r) const { return procs_[r].status; }
+  bool exited(int r) { return job_.exited(r); }
+  int status(int r) const { return job_.result(r).wait_status; }
 
   // Waits for every rank; past the deadline the rest are SIGKILLed and this
   // throws TimeoutError.
   void wait(Deadline deadline, const std::string& what) {
-    for (;;) {
-      reap();
-      if (std::all_of(procs_.begin(), procs_.end(), [](const Proc& p) { return p.reaped; })) return;
-      if (deadline.expired()) {
-        signal_running(SIGKILL);
-        throw TimeoutError(fmt::format("bench recovery: {} did not finish in time; killed it", what));
-      }
-      std::this_thread::sleep_for(Millis(1));
-    }
+    if (job_.wait(deadline)) return;
+    job_.stop(Millis(0), SIGKILL);
+    throw TimeoutError(fmt::format("bench recovery: {} did not finish in time; killed it", what));
   }
 
   // As the launcher stops workers: `sig`, then SIGKILL after a grace period.
-  void stop(int sig) {
-    signal_running(sig);
-    const Deadline grace = Deadline::after(kStopGrace);
-    for (;;) {
-      reap();
-      if (std::all_of(procs_.begin(), procs_.end(), [](const Proc& p) { return p.reaped; })) return;
-      if (grace.expired() && sig != SIGKILL) signal_running(sig = SIGKILL);
-      std::this_thread::sleep_for(Millis(1));
-    }
-  }
+  void stop(int sig) { job_.stop(kStopGrace, sig); }
 
  private:
-  struct Proc {
-    pid_t pid;
-    int status;
-    bool reaped;
-  };
-  void reap() {
-    for (auto& p : procs_)
-      if (!p.reaped && ::waitpid(p.pid, &p.status, WNOHANG) == p.pid) p.reaped = true;
-  }
-  void signal_running(int sig) {
-    for (auto& p : procs_)
-      if (!p.reaped) ::kill(p.pid, sig);
-  }
-  std::vector<Proc> procs_;
+  dist::Job job_;
 };
 
 bool killed_by_sigkill(int st) { return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL; }
 bool exited_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
 
 // One launcher-hosted job: the store the front end hosts, and a client on
-// the key space init_process_group() gives attempt `attempt` of it
-// ("worker/attempt_<n>", as torchrun's agent store does).
+// the key space init_process_group() gives attempt `attempt` of it.
 struct Job {
   std::string token = dist::make_job_token();
   dist::TcpStoreServer server{"127.0.0.1", 0, token};
@@ -385,7 +335,7 @@ struct Job {
     o.token = token;
     o.timeout = Millis(10'000);
     o.connect_timeout = Millis(10'000);
-    return dist::make_prefix_store(fmt::format("worker/attempt_{}", attempt), dist::make_tcp_store(o));
+    return dist::make_prefix_store(dist::launch::keys::attempt_space(attempt), dist::make_tcp_store(o));
   }
 };
 

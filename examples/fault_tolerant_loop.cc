@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "sinew/core/env.h"
+#include "sinew/dist/launch_protocol.h"
 #include "sinew/core/error.h"
 #include "sinew/dist/init.h"
 
@@ -220,7 +221,7 @@ int main(int argc, char** argv) try {
   }
   // Respawns `sinew run` may still make (it exports the budget; SINEW_RUN_ATTEMPT is the same on every rank).
   const int restarts_left = [&] {
-    const auto max = getenv_opt("TORCHELASTIC_MAX_RESTARTS");
+    const auto max = sinew::dist::launch::env::read(sinew::dist::launch::env::kMaxRestarts);
     return env.launcher == "sinew" && max ? std::stoi(*max) - env.run_attempt : 0;
   }();
   int final_waits = 0;

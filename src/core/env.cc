@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,9 +15,9 @@ std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
 }
-std::vector<EnvParamInfo>& registry() {
-  static std::vector<EnvParamInfo> r;
-  return r;
+std::vector<EnvParamInfo>& registry(EnvSource source) {
+  static std::vector<EnvParamInfo> r[2];
+  return r[static_cast<int>(source)];
 }
 }  // namespace
 
@@ -26,16 +27,23 @@ std::optional<std::string> getenv_opt(const char* name) {
   return std::string(v);
 }
 
-std::vector<EnvParamInfo> all_env_params() {
+std::vector<EnvParamInfo> all_env_params(EnvSource source) {
   std::lock_guard<std::mutex> g(registry_mutex());
-  return registry();
+  auto out = registry(source);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
 }
 
 namespace detail {
 
-void register_env_param(EnvParamInfo info) {
+void register_env_param(EnvParamInfo info, EnvSource source) {
   std::lock_guard<std::mutex> g(registry_mutex());
-  registry().push_back(std::move(info));
+  // A variable declared in a header may be constructed once per shared
+  // object that includes it; list it once.
+  auto& r = registry(source);
+  for (const auto& p : r)
+    if (p.name == info.name) return;
+  r.push_back(std::move(info));
 }
 
 bool parse_env(const char* name, const char* text, int64_t* out) {
@@ -84,4 +92,10 @@ std::string env_repr(bool v) { return v ? "1" : "0"; }
 std::string env_repr(const std::string& v) { return v; }
 
 }  // namespace detail
+
+const EnvParam<std::string>& launcher_rank_env() {
+  static const EnvParam<std::string> p{"RANK", "", "this process's rank in the job", EnvSource::kLauncher};
+  return p;
+}
+
 }  // namespace sinew

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "sinew/core/env.h"
+#include "sinew/core/host.h"
 
 namespace sinew {
 namespace {
@@ -25,24 +26,55 @@ const std::pair<const char*, LogSubsys> kSubsysNames[] = {
     {"INIT", LogSubsys::kInit}, {"COLL", LogSubsys::kColl},   {"P2P", LogSubsys::kP2P},
     {"STORE", LogSubsys::kStore}, {"SHM", LogSubsys::kShm},   {"UCX", LogSubsys::kUcx},
     {"NET", LogSubsys::kNet},   {"LAUNCH", LogSubsys::kLaunch}, {"BENCH", LogSubsys::kBench},
-    {"FT", LogSubsys::kFt},     {"ALL", LogSubsys::kAll},
+    {"FT", LogSubsys::kFt},     {"KERNELS", LogSubsys::kKernels}, {"ALL", LogSubsys::kAll},
 };
+
+// Function-local so that logging from another file's static initialiser finds
+// them constructed; read on every reload_log_config().
+}  // namespace
+
+const EnvParam<std::string>& log_level_env() {
+  static const EnvParam<std::string> p{"SINEW_LOG_LEVEL", "warn", "error|warn|info|debug|trace (or 0-4)"};
+  return p;
+}
+
+namespace {
+const EnvParam<std::string>& log_subsys_param() {
+  static const EnvParam<std::string> p{"SINEW_LOG_SUBSYS", "ALL",
+                                       "comma list of subsystems to log (^ first excludes them)"};
+  return p;
+}
+const EnvParam<bool>& log_prefixed_param() {
+  static const EnvParam<bool> p{"SINEW_LOG_PREFIXED", false,
+                                "internal: set by `sinew run`, which prefixes every line itself"};
+  return p;
+}
+// Declared at start-up as well, so that `sinew env` lists them.
+[[maybe_unused]] const bool kLogParamsDeclared =
+    (log_level_env(), log_subsys_param(), log_prefixed_param(), launcher_rank_env(), true);
 
 void parse_config(LogConfig& c) {
   int level = static_cast<int>(LogLevel::kWarn);
-  if (auto v = getenv_opt("SINEW_LOG_LEVEL")) {
+  if (auto v = log_level_env().read()) {
     std::string s = *v;
     for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (s == "error") level = 0;
-    else if (s == "warn" || s == "warning") level = 1;
-    else if (s == "info") level = 2;
-    else if (s == "debug") level = 3;
-    else if (s == "trace") level = 4;
-    else if (s.size() == 1 && s[0] >= '0' && s[0] <= '4') level = s[0] - '0';
-    else std::fprintf(stderr, "sinew: ignoring SINEW_LOG_LEVEL='%s' (expected error|warn|info|debug|trace)\n", v->c_str());
+    if (s == "error")
+      level = 0;
+    else if (s == "warn" || s == "warning")
+      level = 1;
+    else if (s == "info")
+      level = 2;
+    else if (s == "debug")
+      level = 3;
+    else if (s == "trace")
+      level = 4;
+    else if (s.size() == 1 && s[0] >= '0' && s[0] <= '4')
+      level = s[0] - '0';
+    else
+      std::fprintf(stderr, "sinew: ignoring SINEW_LOG_LEVEL='%s' (expected error|warn|info|debug|trace)\n", v->c_str());
   }
   uint32_t mask = static_cast<uint32_t>(LogSubsys::kAll);
-  if (auto v = getenv_opt("SINEW_LOG_SUBSYS")) {
+  if (auto v = log_subsys_param().read()) {
     std::string s = *v;
     bool invert = !s.empty() && s[0] == '^';
     if (invert) s = s.substr(1);
@@ -70,12 +102,6 @@ LogConfig& config() {
     return cfg;
   }();
   return *c;
-}
-
-std::string hostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
 }
 
 }  // namespace
@@ -107,12 +133,12 @@ void set_log_rank(int rank) { config().rank.store(rank); }
 
 std::string log_prefix() {
   // Under `sinew run` the launcher already puts "[host:rank]" on every line.
-  static const bool prefixed = getenv_opt("SINEW_LOG_PREFIXED").has_value();
+  static const bool prefixed = log_prefixed_param().is_set();
   if (prefixed) return {};
-  static const std::string host = hostname();
+  static const std::string host = host_name();
   int rank = config().rank.load();
   if (rank >= 0) return fmt::format("[{}:{}]", host, rank);
-  if (auto r = getenv_opt("RANK")) return fmt::format("[{}:{}]", host, *r);
+  if (auto r = launcher_rank_env().read()) return fmt::format("[{}:{}]", host, *r);
   return fmt::format("[{}:-]", host);
 }
 

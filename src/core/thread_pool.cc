@@ -23,6 +23,10 @@ inline const EnvParam<int64_t> kNumThreads{"SINEW_NUM_THREADS", 0,
                                            "this process may run on)"};
 inline const EnvParam<int64_t> kSpinRounds{"SINEW_POOL_SPIN", 20000,
                                            "pause rounds an idle kernel worker spins before sleeping"};
+// A string, read as its leading integer as OpenMP does ("4,2" nests: 4 here).
+inline const EnvParam<std::string> kOmpNumThreads{"OMP_NUM_THREADS", "",
+                                                  "compute threads when SINEW_NUM_THREADS is unset (torchrun "
+                                                  "sets 1 per worker)"};
 
 thread_local bool t_inside_pool = false;
 
@@ -127,8 +131,8 @@ int ThreadPool::max_threads() const { return impl_->max_threads; }
 
 int ThreadPool::default_threads() {
   if (int64_t n = kNumThreads.get(); n > 0) return static_cast<int>(n);
-  if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
-    int n = std::atoi(omp);
+  if (auto omp = kOmpNumThreads.read()) {
+    int n = std::atoi(omp->c_str());
     if (n > 0) return n;
   }
   cpu_set_t set;

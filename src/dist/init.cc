@@ -12,7 +12,9 @@
 #include "sinew/core/check.h"
 #include "sinew/core/env.h"
 #include "sinew/core/error.h"
+#include "sinew/core/host.h"
 #include "sinew/core/log.h"
+#include "sinew/dist/launch_protocol.h"
 #include "sinew/dist/tcp_store.h"
 #ifdef SINEW_HAVE_MPI
 #include "dist/mpi/mpi_runtime.h"
@@ -20,6 +22,9 @@
 
 namespace sinew::dist {
 namespace {
+
+namespace env_names = launch::env;
+namespace keys = launch::keys;
 
 int parse_int_env(const char* name, const std::string& text) {
   int v = 0;
@@ -30,7 +35,7 @@ int parse_int_env(const char* name, const std::string& text) {
 }
 
 std::optional<int> int_env(const char* name) {
-  auto text = getenv_opt(name);
+  auto text = launch::env::read(name);
   if (!text) return std::nullopt;
   return parse_int_env(name, *text);
 }
@@ -41,21 +46,15 @@ int int_env_or(const char* name, int fallback) { return int_env(name).value_or(f
 // "2(x3),1": the count for `node` (or the first count if the list is short).
 int slurm_tasks_on_node(const std::string& text, int node) {
   std::vector<int> counts;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    std::string item =
-        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+  for (std::string item : launch::split_list(text)) {
     int repeat = 1;
     if (auto paren = item.find("(x"); paren != std::string::npos && item.back() == ')') {
-      repeat =
-          parse_int_env("SLURM_TASKS_PER_NODE", item.substr(paren + 2, item.size() - paren - 3));
+      repeat = parse_int_env(env_names::kSlurmTasksPerNode,
+                             item.substr(paren + 2, item.size() - paren - 3));
       item.resize(paren);
     }
-    int n = parse_int_env("SLURM_TASKS_PER_NODE", item);
+    int n = parse_int_env(env_names::kSlurmTasksPerNode, item);
     for (int i = 0; i < repeat && counts.size() < 65536; ++i) counts.push_back(n);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
   }
   if (node >= 0 && node < static_cast<int>(counts.size())) return counts[node];
   return counts.front();
@@ -70,7 +69,7 @@ std::string first_slurm_host(const std::string& list) {
     return list.substr(0, comma);
   size_t close = list.find(']', bracket);
   if (close == std::string::npos)
-    throw InvalidArgument::make("SLURM_JOB_NODELIST", fmt::format("'{}'", list),
+    throw InvalidArgument::make(env_names::kSlurmJobNodelist, fmt::format("'{}'", list),
                                 "a node list such as 'node[01-04]' or 'a,b'");
   std::string inner = list.substr(bracket + 1, close - bracket - 1);
   std::string first = inner.substr(0, inner.find_first_of(",-"));
@@ -88,15 +87,37 @@ void validate(LaunchEnv& env, const char* rank_var, const char* size_var) {
         fmt::format("0 <= {} < {} ({})", rank_var, size_var, env.world_size));
   if (env.local_world_size < 1) env.local_world_size = 1;
   if (env.master_port < 0 || env.master_port > 65535)
-    throw InvalidArgument::make("MASTER_PORT", std::to_string(env.master_port),
+    throw InvalidArgument::make(env_names::kMasterPort, std::to_string(env.master_port),
                                 "a TCP port (1-65535)");
 }
 
 void read_common(LaunchEnv& env) {
-  env.master_addr = getenv_opt("MASTER_ADDR").value_or(env.master_addr);
-  env.master_port = int_env_or("MASTER_PORT", env.master_port);
-  env.token = getenv_opt("SINEW_STORE_TOKEN").value_or("");
+  env.master_addr = launch::env::read(env_names::kMasterAddr).value_or(env.master_addr);
+  env.master_port = int_env_or(env_names::kMasterPort, env.master_port);
+  env.token = launch::env::read(env_names::kStoreToken).value_or("");
 }
+
+// Each launcher's spelling of the rank, the world size and the local rank.
+struct RankVars {
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  bool present() const { return launch::env::read(rank) && launch::env::read(size); }
+};
+
+constexpr RankVars kTorchrunVars{env_names::kRank, env_names::kWorldSize, env_names::kLocalRank};
+constexpr RankVars kOmpiVars{env_names::kOmpiRank, env_names::kOmpiSize, env_names::kOmpiLocalRank};
+constexpr RankVars kSlurmVars{env_names::kSlurmProcId, env_names::kSlurmNtasks,
+                              env_names::kSlurmLocalId};
+
+void read_ranks(LaunchEnv& env, const char* launcher, const RankVars& v) {
+  env.launcher = launcher;
+  env.rank = *int_env(v.rank);
+  env.world_size = *int_env(v.size);
+  env.local_rank = int_env_or(v.local_rank, 0);
+}
+
+bool is_one(const char* name) { return launch::env::read(name).value_or("") == "1"; }
 
 struct InitState {
   std::mutex mu;
@@ -124,12 +145,11 @@ StorePtr connect_store(const LaunchEnv& env, const InitOptions& options) {
     // for its workers ("/worker/attempt_<n>"). The run attempt, not the
     // worker's restart count: a respawned joiner has a higher count than the
     // members it joins but must meet them in their key space.
-    return make_prefix_store(fmt::format("worker/attempt_{}", env.run_attempt),
-                             make_tcp_store(o));
+    return make_prefix_store(keys::attempt_space(env.run_attempt), make_tcp_store(o));
   }
   // torchrun's own c10d store already listens on MASTER_PORT when workers
   // are told to use the agent store; ours takes the next port.
-  if (getenv_opt("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") ++o.port;
+  if (launch::env::read(env_names::kUseAgentStore).value_or("") == "True") ++o.port;
   if (env.rank == 0) {
     auto& s = state();
     std::lock_guard<std::mutex> g(s.mu);
@@ -153,12 +173,10 @@ StorePtr mpi_job_store(const LaunchEnv& env, const InitOptions& options) {
   if (env.rank == 0) {
     // MASTER_ADDR when given; loopback when every rank is on this host;
     // else every interface, announced by host name.
-    const auto given = getenv_opt("MASTER_ADDR");
+    const auto given = launch::env::read(env_names::kMasterAddr);
     const bool one_host = env.local_world_size >= env.world_size;
     const std::string bind = given ? *given : one_host ? "127.0.0.1" : "0.0.0.0";
-    char name[256] = {};
-    ::gethostname(name, sizeof(name) - 1);
-    const std::string announce = given || one_host ? bind : std::string(name);
+    const std::string announce = given || one_host ? bind : host_name();
     auto& s = state();
     std::lock_guard<std::mutex> g(s.mu);
     const std::string token = make_job_token();
@@ -189,53 +207,45 @@ StorePtr mpi_job_store(const LaunchEnv& env, const InitOptions& options) {
 }  // namespace
 
 LaunchEnv read_launch_env() {
+  namespace e = env_names;
   LaunchEnv env;
-  if (getenv_opt("RANK") && getenv_opt("WORLD_SIZE")) {
-    env.store_hosted = getenv_opt("SINEW_STORE_HOSTED").value_or("") == "1";
-    env.launcher = env.store_hosted ? "sinew" : "torchrun";
-    env.rank = *int_env("RANK");
-    env.world_size = *int_env("WORLD_SIZE");
-    env.local_rank = int_env_or("LOCAL_RANK", 0);
-    env.local_world_size = int_env_or("LOCAL_WORLD_SIZE", 1);
-    env.node_rank = int_env_or("GROUP_RANK", 0);
-    env.restart_count = int_env_or("TORCHELASTIC_RESTART_COUNT", 0);
-    env.run_attempt = int_env_or("SINEW_RUN_ATTEMPT", env.restart_count);
-    env.join = getenv_opt("SINEW_JOIN").value_or("") == "1";
-    env.run_id = getenv_opt("TORCHELASTIC_RUN_ID").value_or("");
+  if (kTorchrunVars.present()) {
+    env.store_hosted = is_one(e::kStoreHosted);
+    read_ranks(env, env.store_hosted ? "sinew" : "torchrun", kTorchrunVars);
+    env.local_world_size = int_env_or(e::kLocalWorldSize, 1);
+    env.node_rank = int_env_or(e::kGroupRank, 0);
+    env.restart_count = int_env_or(e::kRestartCount, 0);
+    env.run_attempt = int_env_or(e::kRunAttempt, env.restart_count);
+    env.join = is_one(e::kJoin);
+    env.run_id = launch::env::read(e::kRunId).value_or("");
     read_common(env);
-    validate(env, "RANK", "WORLD_SIZE");
-  } else if (getenv_opt("OMPI_COMM_WORLD_RANK") && getenv_opt("OMPI_COMM_WORLD_SIZE")) {
-    env.launcher = "mpirun";
-    env.rank = *int_env("OMPI_COMM_WORLD_RANK");
-    env.world_size = *int_env("OMPI_COMM_WORLD_SIZE");
-    env.local_rank = int_env_or("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-    env.local_world_size = int_env_or("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    validate(env, e::kRank, e::kWorldSize);
+  } else if (kOmpiVars.present()) {
+    read_ranks(env, "mpirun", kOmpiVars);
+    env.local_world_size = int_env_or(e::kOmpiLocalSize, 1);
     read_common(env);
-    validate(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+    validate(env, e::kOmpiRank, e::kOmpiSize);
     // Open MPI exports no node index; this holds for its default by-slot mapping.
     env.node_rank = env.rank / env.local_world_size;
-  } else if (getenv_opt("SLURM_PROCID") && getenv_opt("SLURM_NTASKS")) {
-    env.launcher = "srun";
-    env.rank = *int_env("SLURM_PROCID");
-    env.world_size = *int_env("SLURM_NTASKS");
-    env.local_rank = int_env_or("SLURM_LOCALID", 0);
-    env.node_rank = int_env_or("SLURM_NODEID", 0);
-    if (auto n = int_env("SLURM_NTASKS_PER_NODE")) {
+  } else if (kSlurmVars.present()) {
+    read_ranks(env, "srun", kSlurmVars);
+    env.node_rank = int_env_or(e::kSlurmNodeId, 0);
+    if (auto n = int_env(e::kSlurmNtasksPerNode)) {
       env.local_world_size = *n;
-    } else if (auto t = getenv_opt("SLURM_TASKS_PER_NODE")) {
+    } else if (auto t = launch::env::read(e::kSlurmTasksPerNode)) {
       env.local_world_size = slurm_tasks_on_node(*t, env.node_rank);
     }
     read_common(env);
-    if (!getenv_opt("MASTER_ADDR")) {
+    if (!launch::env::read(e::kMasterAddr)) {
       // Rank 0 runs on the first node of the step.
-      auto list = getenv_opt("SLURM_STEP_NODELIST");
-      if (!list) list = getenv_opt("SLURM_JOB_NODELIST");
+      auto list = launch::env::read(e::kSlurmStepNodelist);
+      if (!list) list = launch::env::read(e::kSlurmJobNodelist);
       if (list) env.master_addr = first_slurm_host(*list);
     }
-    validate(env, "SLURM_PROCID", "SLURM_NTASKS");
+    validate(env, e::kSlurmProcId, e::kSlurmNtasks);
   } else {
     env.launcher = "single";
-    env.token = getenv_opt("SINEW_STORE_TOKEN").value_or("");
+    env.token = launch::env::read(e::kStoreToken).value_or("");
   }
   return env;
 }
@@ -245,14 +255,14 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
   set_log_rank(env.rank);
   GroupOptions g;
   g.backend =
-      !options.backend.empty() ? options.backend : getenv_opt("SINEW_BACKEND").value_or("sinew");
+      !options.backend.empty() ? options.backend : launch::env::read(env_names::kBackend).value_or("sinew");
   g.rank = env.rank;
   g.size = env.world_size;
-  g.name = "default";
+  g.name = keys::kDefaultGroup;
   g.timeout = options.timeout;
   g.transport = options.transport;
   if (env.join) {
-    SINEW_ARG_CHECK(g.backend == "sinew", "SINEW_JOIN", "1",
+    SINEW_ARG_CHECK(g.backend == "sinew", env_names::kJoin, "1",
                     fmt::format("the sinew backend, which can grow (backend is '{}')", g.backend));
     SINEW_INFO(kInit, "joining the running group (slot of rank {}, launcher {}, attempt {})",
                env.rank, env.launcher, env.run_attempt);
@@ -263,7 +273,7 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
   StorePtr store;
   if (g.backend != "mpi") {
     store = connect_store(env, options);
-    g.store = make_prefix_store("default", store);
+    g.store = make_prefix_store(keys::kDefaultGroup, store);
   } else {
     store = env.launcher == "single" ? make_memory_store() : mpi_job_store(env, options);
   }
@@ -271,9 +281,9 @@ ProcessGroupPtr init_process_group(const InitOptions& options) {
     // sinew run --fault-tolerant records each worker it lost (run_job.cc).
     g.lost_ranks = [store, world = env.world_size] {
       std::vector<int> lost;
-      if (store->add("lost/count", 0) == 0) return lost;
+      if (store->add(keys::kLostCount, 0) == 0) return lost;
       for (int r = 0; r < world; ++r)
-        if (store->check({fmt::format("lost/{}", r)})) lost.push_back(r);
+        if (store->check({keys::lost(r)})) lost.push_back(r);
       return lost;
     };
   }

@@ -144,7 +144,7 @@ void register_hooks_factory(HooksFactory factory) {
   factories().push_back(std::move(factory));
 }
 
-void install_flight_recorder();  // flight_recorder.cc
+void install_flight_recorder();  // fr/recorder.cc
 
 GroupInfo ProcessGroup::group_info() { return hookset()->group; }
 

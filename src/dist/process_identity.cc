@@ -8,16 +8,16 @@
 #include <cerrno>
 #include <fstream>
 
+#include "sinew/core/host.h"
+
 namespace sinew::dist {
 
 std::string host_identity() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   struct stat st {};
   ::stat("/proc/self/ns/pid", &st);
-  return fmt::format("{}|{}|{}", host, boot, static_cast<uint64_t>(st.st_ino));
+  return fmt::format("{}|{}|{}", host_name(), boot, static_cast<uint64_t>(st.st_ino));
 }
 
 bool process_alive(pid_t pid) {

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/epilogue_pass.h"
+#include "kernels/epilogue/pass.h"
 #include "kernels/family_candidates.h"
 #include "kernels/tile/scalar.h"
 #include "kernels/tile_candidate.h"

@@ -1,6 +1,7 @@
 #include "sinew/kernels/cpu_features.h"
 
 #include <cpuid.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -14,6 +15,12 @@ namespace {
 inline const EnvParam<std::string> kIsaCap{"SINEW_KERNELS_ISA", "",
                                            "widest ISA the kernels may use: generic, avx2 or avx512 "
                                            "(default: all the CPU has)"};
+
+int64_t last_level_cache_bytes() {
+  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE})
+    if (const long bytes = ::sysconf(name); bytes > 0) return bytes;
+  return int64_t{64} << 20;
+}
 
 CpuFeatures detect() {
   CpuFeatures f;
@@ -34,6 +41,7 @@ CpuFeatures detect() {
     v[12] = '\0';
     f.vendor = v;
   }
+  f.last_level_cache_bytes = last_level_cache_bytes();
   return f;
 }
 

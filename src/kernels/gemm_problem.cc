@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/epilogue_bound.h"
+#include "kernels/epilogue/bound.h"
 #include "sinew/core/error.h"
 #include "sinew/core/thread_pool.h"
 #include "sinew/kernels/epilogue.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/epilogue_pass.h"
+#include "kernels/epilogue/pass.h"
 #include "kernels/family_candidates.h"
 #include "kernels/tile/scalar.h"
 #include "sinew/core/thread_pool.h"

@@ -22,7 +22,8 @@
 #include <new>
 #include <numeric>
 
-#include "kernels/epilogue_pass.h"
+#include "kernels/epilogue/pass.h"
+#include "sinew/core/aligned_buffer.h"
 #include "sinew/core/thread_pool.h"
 #include "sinew/kernels/epilogue.h"
 
@@ -44,32 +45,10 @@ constexpr int64_t kSharedBBytes = 128 << 20;
 // Row regions per thread when B is shared (so that more cost little).
 constexpr int64_t kRegionsPerThread = 2;
 
-// A grow-only 64-byte aligned buffer per thread: the pool's workers persist,
-// so steady-state calls allocate nothing.
-class Scratch {
- public:
-  ~Scratch() { std::free(p_); }
-  void* get(size_t bytes) {
-    if (bytes > cap_) {
-      std::free(p_);
-      cap_ = (std::max(bytes, cap_ + cap_ / 2) + 63) / 64 * 64;
-      p_ = std::aligned_alloc(64, cap_);
-      if (!p_) {
-        cap_ = 0;
-        throw std::bad_alloc();
-      }
-    }
-    return p_;
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t cap_ = 0;
-};
-
-thread_local Scratch t_pack_a, t_pack_b, t_partial;
+// One per thread: the pool's workers persist, so steady-state calls allocate nothing.
+thread_local AlignedBuffer t_pack_a, t_pack_b, t_partial;
 // Owned by the calling thread, read by every worker of its parallel_for.
-thread_local Scratch t_shared_b;
+thread_local AlignedBuffer t_shared_b;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
@@ -152,7 +131,7 @@ class TileCandidate final : public Candidate {
       return pass(p, p.out, bound);
     }
     const int64_t count = p.batch * p.m * p.n;
-    Scratch values;
+    AlignedBuffer values;
     MatrixRef v{values.get(static_cast<size_t>(std::max<int64_t>(count, 1)) * dtype_size(acc)), acc, p.m * p.n, p.n, 1};
     gemm(p, v, nullptr);
     pass(p, v, bound);
@@ -213,7 +192,7 @@ class TileCandidate final : public Candidate {
 
   void gemm_transposed(const GemmProblem& p) const {
     GemmProblem q = transposed(p);
-    Scratch copy;
+    AlignedBuffer copy;
     if (q.a.cs != 1 && q.k > 1) {
       const int64_t es = static_cast<int64_t>(dtype_size(q.a.dtype));
       char* buf = static_cast<char*>(copy.get(static_cast<size_t>(q.batch * q.m * q.k * es)));

@@ -13,27 +13,14 @@ template <class T> struct Mat {
   Mat sub(int64_t i, int64_t j, int64_t r, int64_t c) const { return {p + i + j * ld, r, c, ld}; }
 };
 
-// Grow-only 64-byte-aligned scratch memory (contents undefined after grow).
+// AlignedBuffer (64-byte aligned, grow-only, contents undefined after
+// growth) typed by its element, so that call sites ask for counts.
 template <class T> class Buffer {
  public:
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { std::free(p_); }
-  T* get(size_t n) {
-    if (n > cap_) {
-      std::free(p_);
-      size_t bytes = (std::max<size_t>(n, 1) * sizeof(T) + 63) / 64 * 64;
-      p_ = static_cast<T*>(std::aligned_alloc(64, bytes));
-      if (!p_) throw std::bad_alloc();
-      cap_ = n;
-    }
-    return p_;
-  }
+  T* get(size_t n) { return mem_.get_as<T>(n); }
 
  private:
-  T* p_ = nullptr;
-  size_t cap_ = 0;
+  AlignedBuffer mem_{64};
 };
 
 // A leading dimension that keeps columns 64-byte aligned and avoids strides

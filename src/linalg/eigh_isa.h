@@ -8,6 +8,7 @@
 #include "linalg/dense.h"
 #include "linalg/compact.h"
 #include "linalg/cholesky_impl.h"
+#include "linalg/cholesky_compact_impl.h"
 #include "linalg/householder_impl.h"
 #include "linalg/jacobi_eigh_impl.h"
 #include "linalg/tridiagonal_impl.h"

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "linalg/backend.h"
+#include "sinew/core/aligned_buffer.h"
 #include "sinew/core/thread_pool.h"
 #include "sinew/kernels/gemm.h"
 #include "sinew/tensor/tensor_view.h"

@@ -163,7 +163,7 @@ template <class T> int jacobi_blocked(Mat<T> A, Mat<T> V, int threads) {
 
 // Cyclic Jacobi on the symmetric n x n matrices in the lanes of A, stored
 // as packed lower triangles by rows (packed(i, j), j <= i, see
-// cholesky_impl.h) so that a 32 x 32 f64 group stays in L1 and a rotation
+// cholesky_compact_impl.h) so that a 32 x 32 f64 group stays in L1 and a rotation
 // writes each element once; V (n x n, column-major, ld n) <- accumulated
 // rotations when given. Lanes that have converged rotate by the identity
 // until all have. (A round-robin ordering, whose disjoint rotations could

@@ -11,6 +11,12 @@
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 namespace {
 
+// What each worker of a QR or least-squares batch reuses from matrix to matrix.
+template <class T> struct QrWorkerScratch {
+  Buffer<T> buf;
+  QrScratch<T> qr;
+};
+
 template <class T> void qr_compact(const QrJob& job, int64_t b0, int cnt, Buffer<Vec<T>>& buf) {
   using V = Vec<T>;
   constexpr int W = V::W;
@@ -45,13 +51,9 @@ template <class T> void qr_job(const QrJob& job) {
     });
     return;
   }
-  struct Scratch {
-    Buffer<T> buf;
-    QrScratch<T> qr;
-  };
-  PerWorker<Scratch> scratch(job.threads);
+  PerWorker<QrWorkerScratch<T>> scratch(job.threads);
   for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) {
-    Scratch& s = scratch[w];
+    QrWorkerScratch<T>& s = scratch[w];
     T* cur = s.buf.get(carve_size<T>(m, n) + carve_size<T>(m, q) + static_cast<size_t>(k) + 64);
     Mat<T> A = carve<T>(cur, m, n), Q = carve<T>(cur, m, q);
     T* tau = cur;
@@ -89,13 +91,9 @@ template <class T> void lstsq_job(const LstsqJob& job) {
   const int64_t m = job.a.rows, n = job.a.cols, nrhs = job.b.cols, count = job.a.batch();
   const int64_t k = std::min(m, n);
   if (count == 0 || n == 0 || nrhs == 0) return;
-  struct Scratch {
-    Buffer<T> buf;
-    QrScratch<T> qr;
-  };
-  PerWorker<Scratch> scratch(job.threads);
+  PerWorker<QrWorkerScratch<T>> scratch(job.threads);
   for_each_matrix(count, job.threads, [&](int64_t b, int w, int threads) {
-    Scratch& s = scratch[w];
+    QrWorkerScratch<T>& s = scratch[w];
     const bool tall = m >= n;
     // Tall: A = QR, x = R⁻¹ (Qᵀb)[:n]. Wide: Aᵀ = QR, x = Q [R⁻ᵀ b; 0].
     const int64_t fm = tall ? m : n;

@@ -2,7 +2,7 @@
 // W1 the eigenvectors of the Gram matrix AᵀA found by the lanes' tridiagonal
 // QL, for the lanes whose condition number is at most kGramSvdMaxCond.
 // Included through isa_begin.h only, after tridiagonal_lanes_impl.h and
-// jacobi_svd_impl.h.
+// jacobi_svd_lanes_impl.h.
 //
 // Why: the columns of A W1 are orthogonal to about ε κ(A)², so Jacobi
 // converges quadratically from its first sweep: 2 rotating sweeps and a

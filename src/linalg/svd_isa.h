@@ -9,10 +9,13 @@
 #include "linalg/dense.h"
 #include "linalg/compact.h"
 #include "linalg/cholesky_impl.h"
+#include "linalg/cholesky_compact_impl.h"
 #include "linalg/householder_impl.h"
 #include "linalg/tridiagonal_impl.h"
 #include "linalg/tridiagonal_lanes_impl.h"
+#include "linalg/pivoted_qr_impl.h"
 #include "linalg/jacobi_svd_impl.h"
+#include "linalg/jacobi_svd_lanes_impl.h"
 #include "linalg/svd_gram_lanes.h"
 
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
@@ -259,99 +262,64 @@ void svd_gram_lanes(const SvdJob& job, const int64_t* ids, int cnt, const Vec<T>
   }
 }
 
-// The compact path on the matrices ids[0, cnt) (cnt <= W), one per lane:
-// with gram, the Gram-preconditioned Jacobi, whose lanes that do not qualify
-// go to left; otherwise the same QR-preconditioned method as svd_one, rows
-// sorted per matrix while loading, pivoting per lane.
+// Lane l of A's scalars `at` (m x n, ld m; W lanes): matrix `id` of a, or
+// the identity when id < 0, with its rows sorted by decreasing max-norm
+// when sort (the QR path; the Gram path does not depend on their order),
+// pr[m] <- the row order. Returns false, after recording the matrix's first
+// non-finite entry (in row order), when it has one.
 template <class T>
-void svd_compact(const SvdJob& job, const int64_t* ids, int cnt, bool gram, Buffer<Vec<T>>& buf, SvdScratch<T>& s,
-                 Leftovers& left) {
-  using V = Vec<T>;
-  constexpr int W = V::W;
-  const bool tall = job.a.rows >= job.a.cols, want = job.u.present;
-  const MatArg a = tall ? job.a : job.a.transposed();
-  const int64_t m = a.rows, n = a.cols;  // m >= n
-  const int64_t uq = job.full ? m : n;
-  V* A = buf.get(static_cast<size_t>(2 * m * n + n * n + m * uq + 5 * n + (gram ? gram_jacobi_scratch(n) : 0)));
-  V* X = A + m * n;  // m x n on the Gram path, n x n on the QR path
-  V* Wl = X + m * n;
-  V* C = Wl + n * n;
-  V* tau = C + m * uq;
-  V* perm = tau + n;
-  V* nrm = perm + n;
-  V* vn1 = nrm + n;
-  V* vn2 = vn1 + n;
-  T* at = reinterpret_cast<T*>(A);
-  // Load each lane, on the QR path with its rows sorted by decreasing
-  // max-norm (the Gram path does not depend on their order).
-  s.perm_r.assign(static_cast<size_t>(m * W), 0);
-  for (int l = 0; l < W; ++l) {
-    int64_t* pr = s.perm_r.data() + l * m;
-    std::iota(pr, pr + m, 0);
-    if (l >= cnt) {
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < m; ++i) at[(i + j * m) * W + l] = i == j ? T(1) : T(0);
-      continue;
-    }
-    const T* src = a.ptr<T>(ids[l]);
-    // Row max-norms in the order the matrix lies in (column by column when
-    // its columns are contiguous: a row at a time walks a new cache line
-    // per element), into a local array the compiler knows src does not
-    // alias; NaN and Inf are only flagged here and then named in row order.
-    T rown[kCompactSvdMax] = {};
-    bool finite = true;
-    const T big = std::numeric_limits<T>::max();
-    auto scan = [&](int64_t i, int64_t j) {
-      const T x = std::abs(src[i * a.rs + j * a.cs]);
-      finite &= x <= big;
-      rown[i] = std::max(rown[i], x);
-    };
-    if (a.rs <= a.cs)
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < m; ++i) scan(i, j);
-    else
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) scan(i, j);
-    if (!finite) {
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          if (const T x = src[i * a.rs + j * a.cs]; !std::isfinite(x)) {
-            job.log->record({ids[l], FailKind::kNonFinite, tall ? i : j, tall ? j : i, static_cast<double>(x)});
-            return;
-          }
-    }
-    if (!gram) rank_descending(rown, m, pr);  // decreasing max-norm, ties in row order
+bool load_lane(const SvdJob& job, const MatArg& a, bool tall, int64_t id, int l, bool sort, int64_t* pr, T* at) {
+  constexpr int W = Vec<T>::W;
+  const int64_t m = a.rows, n = a.cols;
+  std::iota(pr, pr + m, 0);
+  if (id < 0) {
     for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < m; ++i) at[(i + j * m) * W + l] = src[pr[i] * a.rs + j * a.cs];
+      for (int64_t i = 0; i < m; ++i) at[(i + j * m) * W + l] = i == j ? T(1) : T(0);
+    return true;
   }
-  alignas(64) T scale[W];
-  scale_lanes(A, m, m, n, scale);
-  if (gram) {
-    svd_gram_lanes(job, ids, cnt, A, m, n, X, Wl, nrm, vn2 + n, scale, s, left);
-    return;
+  const T* src = a.ptr<T>(id);
+  // Row max-norms in the order the matrix lies in (column by column when
+  // its columns are contiguous: a row at a time walks a new cache line
+  // per element), into a local array the compiler knows src does not
+  // alias; NaN and Inf are only flagged here and then named in row order.
+  T rown[kCompactSvdMax] = {};
+  bool finite = true;
+  const T big = std::numeric_limits<T>::max();
+  auto scan = [&](int64_t i, int64_t j) {
+    const T x = std::abs(src[i * a.rs + j * a.cs]);
+    finite &= x <= big;
+    rown[i] = std::max(rown[i], x);
+  };
+  if (a.rs <= a.cs)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i) scan(i, j);
+  else
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) scan(i, j);
+  if (!finite) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        if (const T x = src[i * a.rs + j * a.cs]; !std::isfinite(x)) {
+          job.log->record({id, FailKind::kNonFinite, tall ? i : j, tall ? j : i, static_cast<double>(x)});
+          return false;
+        }
   }
-  geqp3_lanes(A, m, n, tau, perm, vn1, vn2);
+  if (sort) rank_descending(rown, m, pr);  // decreasing max-norm, ties in row order
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < n; ++i) X[i + j * n] = i >= j ? A[j + i * m] : V::zero();  // X = Rᵀ
-  if (want)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < n; ++i) Wl[i + j * n] = V::set1(i == j ? T(1) : T(0));
-  if (one_sided_jacobi_lanes(X, n, n, want ? Wl : nullptr, nrm) > kSvdMaxSweeps) {
-    for (int l = 0; l < cnt; ++l) job.log->record({ids[l], FailKind::kNoConvergence, kSvdMaxSweeps, 0, 0.0});
-    return;
-  }
-  if (want) {  // C = Q [W 0; 0 I], W's columns renormalized (see svd_one)
-    for (int64_t j = 0; j < n; ++j) {
-      V ss = V::zero();
-      for (int64_t i = 0; i < n; ++i) ss = fma(Wl[i + j * n], Wl[i + j * n], ss);
-      const V inv = V::set1(T(1)) / sqrt(ss);
-      for (int64_t i = 0; i < n; ++i) Wl[i + j * n] = Wl[i + j * n] * inv;
-    }
-    for (int64_t j = 0; j < uq; ++j)
-      for (int64_t i = 0; i < m; ++i)
-        C[i + j * m] = i < n && j < n ? Wl[i + j * n] : V::set1(i == j ? T(1) : T(0));
-    apply_q_lanes(A, m, n, tau, C, uq);
-  }
+    for (int64_t i = 0; i < m; ++i) at[(i + j * m) * W + l] = src[pr[i] * a.rs + j * a.cs];
+  return true;
+}
+
+// The factors of the compact QR path's lanes ids[0, cnt), once Jacobi has
+// converged: X (n x n) the rotated Rᵀ, nrm its squared column norms, C (m x
+// uq) the left factor before the row order is undone, perm the column
+// pivots, scale the lanes' scaling.
+template <class T>
+void store_compact(const SvdJob& job, const int64_t* ids, int cnt, bool tall, int64_t m, int64_t n, int64_t uq,
+                   const Vec<T>* X, const Vec<T>* C, const Vec<T>* nrm, const Vec<T>* perm, const T* scale,
+                   SvdScratch<T>& s) {
+  constexpr int W = Vec<T>::W;
+  const bool want = job.u.present;
   const T* xt = reinterpret_cast<const T*>(X);
   const T* ct = reinterpret_cast<const T*>(C);
   const T* nt = reinterpret_cast<const T*>(nrm);
@@ -387,6 +355,63 @@ void svd_compact(const SvdJob& job, const int64_t* ids, int cnt, bool gram, Buff
       for (int64_t i = 0; i < m; ++i) U(pr[i], t) = ct[(i + t * m) * W + l];
     store_svd(job, ids[l], tall, sig, U, Vo);
   }
+}
+
+// The compact path on the matrices ids[0, cnt) (cnt <= W), one per lane:
+// with gram, the Gram-preconditioned Jacobi, whose lanes that do not qualify
+// go to left; otherwise the same QR-preconditioned method as svd_one, rows
+// sorted per matrix while loading, pivoting per lane.
+template <class T>
+void svd_compact(const SvdJob& job, const int64_t* ids, int cnt, bool gram, Buffer<Vec<T>>& buf, SvdScratch<T>& s,
+                 Leftovers& left) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const bool tall = job.a.rows >= job.a.cols, want = job.u.present;
+  const MatArg a = tall ? job.a : job.a.transposed();
+  const int64_t m = a.rows, n = a.cols;  // m >= n
+  const int64_t uq = job.full ? m : n;
+  V* A = buf.get(static_cast<size_t>(2 * m * n + n * n + m * uq + 5 * n + (gram ? gram_jacobi_scratch(n) : 0)));
+  V* X = A + m * n;  // m x n on the Gram path, n x n on the QR path
+  V* Wl = X + m * n;
+  V* C = Wl + n * n;
+  V* tau = C + m * uq;
+  V* perm = tau + n;
+  V* nrm = perm + n;
+  V* vn1 = nrm + n;
+  V* vn2 = vn1 + n;
+  T* at = reinterpret_cast<T*>(A);
+  s.perm_r.assign(static_cast<size_t>(m * W), 0);
+  for (int l = 0; l < W; ++l)
+    if (!load_lane(job, a, tall, l < cnt ? ids[l] : -1, l, !gram, s.perm_r.data() + l * m, at)) return;
+  alignas(64) T scale[W];
+  scale_lanes(A, m, m, n, scale);
+  if (gram) {
+    svd_gram_lanes(job, ids, cnt, A, m, n, X, Wl, nrm, vn2 + n, scale, s, left);
+    return;
+  }
+  geqp3_lanes(A, m, n, tau, perm, vn1, vn2);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < n; ++i) X[i + j * n] = i >= j ? A[j + i * m] : V::zero();  // X = Rᵀ
+  if (want)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i) Wl[i + j * n] = V::set1(i == j ? T(1) : T(0));
+  if (one_sided_jacobi_lanes(X, n, n, want ? Wl : nullptr, nrm) > kSvdMaxSweeps) {
+    for (int l = 0; l < cnt; ++l) job.log->record({ids[l], FailKind::kNoConvergence, kSvdMaxSweeps, 0, 0.0});
+    return;
+  }
+  if (want) {  // C = Q [W 0; 0 I], W's columns renormalized (see svd_one)
+    for (int64_t j = 0; j < n; ++j) {
+      V ss = V::zero();
+      for (int64_t i = 0; i < n; ++i) ss = fma(Wl[i + j * n], Wl[i + j * n], ss);
+      const V inv = V::set1(T(1)) / sqrt(ss);
+      for (int64_t i = 0; i < n; ++i) Wl[i + j * n] = Wl[i + j * n] * inv;
+    }
+    for (int64_t j = 0; j < uq; ++j)
+      for (int64_t i = 0; i < m; ++i)
+        C[i + j * m] = i < n && j < n ? Wl[i + j * n] : V::set1(i == j ? T(1) : T(0));
+    apply_q_lanes(A, m, n, tau, C, uq);
+  }
+  store_compact(job, ids, cnt, tall, m, n, uq, X, C, nrm, perm, scale, s);
 }
 
 template <class T> void svd_job(const SvdJob& job) {

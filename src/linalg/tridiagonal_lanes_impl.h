@@ -11,7 +11,7 @@
 namespace sinew::linalg::detail::SINEW_LINALG_ISA {
 
 // Tridiagonalizes the symmetric matrices in the lanes of A (n x n, lower
-// triangle packed by rows, see cholesky_impl.h; overwritten): Qᵀ A Q = T with
+// triangle packed by rows, see cholesky_compact_impl.h; overwritten): Qᵀ A Q = T with
 // diagonal d[n] and subdiagonal e[n - 1]; reflector k (tau[k]) is
 // v = [1; U(k+2 .., k)] on rows k+1 .. n of Q, U n x n column-major (ld n).
 // p: n scratch. A lane whose column is already reduced gets tau = 0, so an

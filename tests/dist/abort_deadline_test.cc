@@ -2,10 +2,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "rank_threads.h"
 #include "sinew/core/error.h"
+#include "sinew/dist/hooks.h"
+#include "sinew/dist/work.h"
 
 namespace sinew::dist {
 namespace {
@@ -13,21 +18,57 @@ namespace {
 using namespace std::chrono_literals;
 
 ProcessGroupPtr make(StorePtr store, int rank, int size, Millis timeout) {
-  GroupOptions o;
-  o.store = std::move(store);
-  o.rank = rank;
-  o.size = size;
-  o.timeout = timeout;
-  return create_process_group(o);
+  return create_process_group(sinew::testing::group_options(std::move(store), rank, size, timeout));
 }
 
-TEST(Deadline, CollectiveWithAMissingPeerTimesOutNamingIt) {
+// Two ranks of one group, both ready.
+std::pair<ProcessGroupPtr, ProcessGroupPtr> ready_pair(Millis timeout) {
   auto store = make_memory_store();
   ProcessGroupPtr pg1;
-  std::thread t([&] { pg1 = make(store, 1, 2, 400ms); pg1->wait_ready(Deadline::after(10s)); });
-  auto pg0 = make(store, 0, 2, 400ms);
+  std::thread t([&] {
+    pg1 = make(store, 1, 2, timeout);
+    pg1->wait_ready(Deadline::after(10s));
+  });
+  auto pg0 = make(store, 0, 2, timeout);
   pg0->wait_ready(Deadline::after(10s));
   t.join();
+  return {pg0, pg1};
+}
+
+// The works a backend has started executing (ProcessGroupHooks::on_start):
+// proof that an op is inside the backend where a sleep could only hope so.
+class StartedWorks {
+ public:
+  // Registers its hooks for the groups created from now on.
+  static StartedWorks& get() {
+    static StartedWorks* s = new StartedWorks;  // outlives every group's hooks
+    return *s;
+  }
+  bool wait_started(const Work& w, Deadline deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_until(lock, deadline.time_point(), [&] { return started_.count(&w) > 0; });
+  }
+
+ private:
+  struct Hooks : ProcessGroupHooks {
+    explicit Hooks(StartedWorks& s) : s(s) {}
+    void on_start(Work& w) override {
+      std::lock_guard<std::mutex> g(s.mu_);
+      s.started_.insert(&w);
+      s.cv_.notify_all();
+    }
+    StartedWorks& s;
+  };
+  StartedWorks() {
+    register_hooks_factory([this](const GroupInfo&) { return std::make_shared<Hooks>(*this); });
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<const Work*> started_;
+};
+
+TEST(Deadline, CollectiveWithAMissingPeerTimesOutNamingIt) {
+  auto [pg0, pg1] = ready_pair(400ms);
   float x = 1;
   auto start = Clock::now();
   try {
@@ -43,12 +84,7 @@ TEST(Deadline, CollectiveWithAMissingPeerTimesOutNamingIt) {
 }
 
 TEST(Deadline, WorkWaitDeadlineLeavesTheOpRunning) {
-  auto store = make_memory_store();
-  ProcessGroupPtr pg1;
-  std::thread t([&] { pg1 = make(store, 1, 2, 10s); pg1->wait_ready(Deadline::after(10s)); });
-  auto pg0 = make(store, 0, 2, 10s);
-  pg0->wait_ready(Deadline::after(10s));
-  t.join();
+  auto [pg0, pg1] = ready_pair(10s);
   std::vector<float> big(1 << 20, 1.0f);  // over the inline size: runs on the group's thread
   auto w = pg0->allreduce(TensorView::flat(big.data(), DType::kF32, static_cast<int64_t>(big.size())));
   EXPECT_THROW(w->wait(Deadline::after(50ms)), TimeoutError);
@@ -59,18 +95,16 @@ TEST(Deadline, WorkWaitDeadlineLeavesTheOpRunning) {
 }
 
 TEST(Abort, FromAnotherThreadUnblocksEveryWaiterPromptly) {
-  auto store = make_memory_store();
-  ProcessGroupPtr pg1;
-  std::thread t([&] { pg1 = make(store, 1, 2, 60s); pg1->wait_ready(Deadline::after(10s)); });
-  auto pg0 = make(store, 0, 2, 60s);
-  pg0->wait_ready(Deadline::after(10s));
-  t.join();
+  auto& started = StartedWorks::get();
+  auto [pg0, pg1] = ready_pair(60s);
   std::vector<float> a(1 << 20), b(16);
   float c = 0;
   auto w1 = pg0->allreduce(TensorView::flat(a.data(), DType::kF32, 1 << 20));  // queued, peer absent
   auto w2 = pg0->recv(TensorView::flat(b.data(), DType::kF32, 16), 1);
   auto w3 = pg0->broadcast(TensorView::flat(&c, DType::kF32, 1), 1);
-  std::this_thread::sleep_for(50ms);
+  // The allreduce is inside the backend, waiting for its peer; the others queue behind it.
+  ASSERT_TRUE(started.wait_started(*w1, Deadline::after(10s)));
+  for (auto& w : {w1, w2, w3}) ASSERT_FALSE(w->is_completed());
   auto start = Clock::now();
   std::thread aborter([&] { pg0->abort("test"); });
   for (auto& w : {w1, w2, w3}) EXPECT_THROW(w->wait(Deadline::after(5s)), AbortedError);

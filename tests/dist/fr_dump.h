@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sinew/dist/flight_recorder.h"
+#include "sinew/dist/fr_schema.h"
 
 namespace sinew::testing {
 
@@ -15,9 +16,10 @@ inline nlohmann::json fr_dump() { return nlohmann::json::parse(dist::flight_reco
 
 // The collective and p2p entries of group `pg_id` (events left out).
 inline std::vector<nlohmann::json> fr_entries_of(const nlohmann::json& d, const std::string& pg_id) {
+  namespace field = dist::fr::schema::field;
   std::vector<nlohmann::json> out;
-  for (const auto& e : d["entries"])
-    if (e["pg_id"] == pg_id && e["event"].is_null()) out.push_back(e);
+  for (const auto& e : d[field::kEntries])
+    if (e[field::kPgId] == pg_id && e[field::kEvent].is_null()) out.push_back(e);
   return out;
 }
 

@@ -1,13 +1,9 @@
-// The gloo backend: every collective against exact expected values (the
-// shared checks in collective_checks.h) for worlds of 1-4 ranks as threads
-// over an in-process store; then timeout, abort and argument errors.
+// What only the gloo backend must show: readiness, timeouts and argument
+// errors. The shared collective checks (collective_checks.h) and abort run
+// for gloo with every other backend in collectives_test.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <latch>
-#include <thread>
-
-#include "dist/collective_checks.h"
+#include "dist/rank_threads.h"
 #include "sinew/core/error.h"
 #include "sinew/dist/process_group.h"
 
@@ -17,66 +13,13 @@ namespace {
 using checks::CheckLog;
 using namespace std::chrono_literals;
 
-// Tests bind gloo to loopback only (read once, on the first group).
-const bool kLoopbackOnly = [] { return setenv("SINEW_GLOO_HOSTNAME", "127.0.0.1", 1) == 0; }();
-
 GroupOptions gloo_options(StorePtr store, int rank, int size, Millis timeout) {
-  GroupOptions o;
-  o.backend = "gloo";
-  o.store = std::move(store);
-  o.rank = rank;
-  o.size = size;
-  o.timeout = timeout;
-  return o;
+  return sinew::testing::group_options(std::move(store), rank, size, timeout, "gloo");
 }
 
-using RankFn = std::function<void(ProcessGroupPtr&, CheckLog&)>;
-
-// Runs fn on `world` ranks (threads), each with its own gloo group over one
-// memory store. Groups are destroyed only once every rank is done, so no rank
-// sees a peer's connections close mid-op. Returns all ranks' failures.
-std::vector<std::string> run_world(int world, Millis timeout, const RankFn& fn) {
-  auto store = make_memory_store();
-  std::vector<CheckLog> logs(world);
-  std::latch done(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      ProcessGroupPtr pg;
-      // Ready before the check: a rank that leaves before its own init ran
-      // would leave its peers waiting for it until the timeout.
-      checks::guarded(logs[r], "create_process_group", [&] {
-        pg = create_process_group(gloo_options(store, r, world, timeout));
-        pg->wait_ready(Deadline::after(timeout + 10s));
-      });
-      if (pg) checks::guarded(logs[r], "check", [&] { fn(pg, logs[r]); });
-      done.arrive_and_wait();
-    });
-  }
-  for (auto& t : threads) t.join();
-  std::vector<std::string> failures;
-  for (int r = 0; r < world; ++r)
-    for (const auto& f : logs[r].failures) failures.push_back(fmt::format("rank {}: {}", r, f));
-  return failures;
+std::vector<std::string> run_world(int world, Millis timeout, const sinew::testing::CheckFn& fn) {
+  return sinew::testing::run_checks(world, "gloo", timeout, fn);
 }
-
-class GlooCollectives : public ::testing::TestWithParam<std::tuple<size_t, int>> {};
-
-TEST_P(GlooCollectives, MatchExpectedValues) {
-  ASSERT_TRUE(kLoopbackOnly);
-  const auto [index, world] = GetParam();
-  const auto& check = checks::all_checks()[index];
-  auto failures = run_world(world, 10s, [&](ProcessGroupPtr& pg, CheckLog& log) { check.fn(*pg, log); });
-  EXPECT_TRUE(failures.empty()) << fmt::format("{}", fmt::join(failures, "\n"));
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Worlds, GlooCollectives,
-    ::testing::Combine(::testing::Range<size_t>(0, checks::all_checks().size()), ::testing::Values(1, 2, 3, 4)),
-    [](const auto& info) {
-      return fmt::format("{}_world{}", checks::all_checks()[std::get<0>(info.param)].name,
-                         std::get<1>(info.param));
-    });
 
 TEST(GlooBackend, ReportsReadyAndItsName) {
   auto failures = run_world(2, 10s, [](ProcessGroupPtr& pg, CheckLog& log) {
@@ -93,21 +36,8 @@ TEST(GlooBackend, RecvWithoutSenderTimesOut) {
     std::vector<float> x(4);
     const auto start = Clock::now();
     auto work = pg->recv(checks::flat(x, DType::kF32), 1, 11);
-    try {
-      work->wait(Deadline::after(5s));
-      log.expect(false, "recv without a sender completed");
-    } catch (const TimeoutError& e) {
-      log.expect(std::string(e.what()).find("recv") != std::string::npos,
-                 fmt::format("the timeout names the recv: {}", e.what()));
-    }
+    checks::expect_wait_fails<TimeoutError>(log, *work, Deadline::after(5s), "recv without a sender", "recv");
     log.expect(Clock::now() - start < 5s, "the recv failed within 5 s");
-  });
-  EXPECT_TRUE(failures.empty()) << fmt::format("{}", fmt::join(failures, "\n"));
-}
-
-TEST(GlooBackend, AbortUnblocksPendingRecv) {
-  auto failures = run_world(2, 60s, [](ProcessGroupPtr& pg, CheckLog& log) {
-    if (pg->rank() == 0) checks::check_abort_unblocks_pending_recv(pg, log);
   });
   EXPECT_TRUE(failures.empty()) << fmt::format("{}", fmt::join(failures, "\n"));
 }

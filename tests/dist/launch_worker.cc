@@ -27,6 +27,7 @@
 
 #include "sinew/dist/flight_recorder.h"
 #include "sinew/dist/init.h"
+#include "sinew/dist/launch_protocol.h"
 #include "sinew/dist/process_group.h"
 
 namespace {
@@ -38,12 +39,12 @@ std::string env(const char* name) {
 
 void print_env() {
   std::string line;
+  namespace e = sinew::dist::launch::env;
   for (const char* name :
-       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-        "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
-        "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-        "TORCHELASTIC_USE_AGENT_STORE", "OMP_NUM_THREADS", "SINEW_STORE_TOKEN",
-        "SINEW_STORE_HOSTED", "SINEW_BACKEND"}) {
+       {e::kRank, e::kLocalRank, e::kWorldSize, e::kLocalWorldSize, e::kGroupRank, e::kGroupWorldSize,
+        e::kRoleRank, e::kRoleWorldSize, e::kRoleName, e::kMasterAddr, e::kMasterPort, e::kRestartCount,
+        e::kMaxRestarts, e::kRunId, e::kUseAgentStore, "OMP_NUM_THREADS", e::kStoreToken, e::kStoreHosted,
+        e::kBackend}) {
     line += std::string(line.empty() ? "" : " ") + name + "=" + env(name);
   }
   std::printf("%s\n", line.c_str());

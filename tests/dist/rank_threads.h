@@ -1,5 +1,8 @@
-// Ranks as threads: runs fn(rank) on `world` threads and rethrows the first
-// failure. Plus exact-value helpers for every dtype.
+// Ranks as threads, the one runner of the in-process dist tests: runs
+// fn(rank) on `world` threads and rethrows the first failure; one group per
+// thread over a shared store (run_group), or the shared collective checks
+// with every rank's failures collected (run_checks). Plus exact-value
+// helpers for every dtype.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,18 +12,22 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <latch>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "collective_checks.h"
 #include "sinew/dist/process_group.h"
 #include "sinew/tensor/dtype.h"
 
 namespace sinew::testing {
 
-// Tests stay on loopback: UCX would otherwise also use the host's other
-// interfaces between ranks of one process.
-inline const bool kLoopbackOnly = [] { return setenv("UCX_NET_DEVICES", "lo", 0) == 0; }();
+// Tests stay on loopback: UCX and gloo would otherwise also use the host's
+// other interfaces between ranks of one process (read once, on the first group).
+inline const bool kLoopbackOnly = [] {
+  return setenv("UCX_NET_DEVICES", "lo", 0) == 0 && setenv("SINEW_GLOO_HOSTNAME", "127.0.0.1", 0) == 0;
+}();
 
 inline void run_ranks(int world, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;
@@ -39,23 +46,61 @@ inline void run_ranks(int world, const std::function<void(int)>& fn) {
   if (first) std::rethrow_exception(first);
 }
 
+// The options of rank `rank`'s group (named "default" unless `name` is set).
+inline dist::GroupOptions group_options(dist::StorePtr store, int rank, int size,
+                                        std::chrono::milliseconds timeout = std::chrono::milliseconds(30000),
+                                        const std::string& backend = "sinew", const std::string& transport = "auto",
+                                        const std::string& name = "") {
+  dist::GroupOptions o;
+  o.backend = backend;
+  o.store = std::move(store);
+  o.rank = rank;
+  o.size = size;
+  o.timeout = timeout;
+  o.transport = transport;
+  if (!name.empty()) o.name = name;
+  return o;
+}
+
 // Creates one group per rank over a shared store and runs fn on each.
 inline void run_group(int world, const std::string& backend,
                       const std::function<void(dist::ProcessGroup&)>& fn,
                       std::chrono::milliseconds timeout = std::chrono::milliseconds(30000),
-                      const std::string& transport = "auto") {
+                      const std::string& transport = "auto", const std::string& name = "") {
+  (void)kLoopbackOnly;
   auto store = dist::make_memory_store();
   run_ranks(world, [&](int r) {
-    dist::GroupOptions o;
-    o.backend = backend;
-    o.store = store;
-    o.rank = r;
-    o.size = world;
-    o.timeout = timeout;
-    o.transport = transport;
-    auto pg = dist::create_process_group(o);
+    auto pg = dist::create_process_group(group_options(store, r, world, timeout, backend, transport, name));
     fn(*pg);
   });
+}
+
+using CheckFn = std::function<void(dist::ProcessGroupPtr&, dist::checks::CheckLog&)>;
+
+// Runs fn on `world` ranks (threads), each with its own group over one
+// memory store, and returns every rank's failures ("rank R: ..."). Each group
+// is ready before fn runs (a rank that left before its own init ran would
+// leave its peers waiting until the timeout), and destroyed only once every
+// rank is done, so no rank sees a peer's connections close mid-op.
+inline std::vector<std::string> run_checks(int world, const std::string& backend, std::chrono::milliseconds timeout,
+                                           const CheckFn& fn, const std::string& transport = "auto") {
+  (void)kLoopbackOnly;
+  auto store = dist::make_memory_store();
+  std::vector<dist::checks::CheckLog> logs(world);
+  std::latch done(world);
+  run_ranks(world, [&](int r) {
+    dist::ProcessGroupPtr pg;
+    dist::checks::guarded(logs[r], "create_process_group", [&] {
+      pg = dist::create_process_group(group_options(store, r, world, timeout, backend, transport));
+      pg->wait_ready(Deadline::after(timeout + std::chrono::seconds(10)));
+    });
+    if (pg) dist::checks::guarded(logs[r], "check", [&] { fn(pg, logs[r]); });
+    done.arrive_and_wait();
+  });
+  std::vector<std::string> failures;
+  for (int r = 0; r < world; ++r)
+    for (const auto& f : logs[r].failures) failures.push_back(fmt::format("rank {}: {}", r, f));
+  return failures;
 }
 
 inline void set_value(void* p, DType t, size_t i, double v) {

@@ -40,6 +40,22 @@ View expect_same_views(const Job& job, const std::vector<int>& survivors) {
   return first.value_or(View{});
 }
 
+// A key of the default group's own namespace, as the ranks' job store holds it.
+std::string group_key(const std::string& key) { return launch::keys::default_group_root() + "/" + key; }
+std::string ack(int epoch, int r) { return group_key(fmt::format("ft/e{}/ack/{}", epoch, r)); }
+
+// Kills `victim`, which stalled itself (paused/<victim>), once the keys in
+// `waiting` show the others blocked on it and none of `not_yet` exists (the
+// step the victim must never take); then waits for the rest.
+void kill_stalled_rank(Job& job, int victim, std::vector<std::string> waiting,
+                       const std::vector<std::string>& not_yet) {
+  waiting.push_back(fmt::format("paused/{}", victim));
+  ASSERT_TRUE(job.wait_keys(waiting, 15000ms));
+  for (const auto& k : not_yet) ASSERT_FALSE(job.store().check({k})) << k << " exists: no interleaving";
+  job.signal(victim, SIGKILL);
+  ASSERT_TRUE(job.wait(20000ms)) << "hang";
+}
+
 std::string joined(const std::vector<int>& v) {
   std::string s;
   for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
@@ -50,10 +66,9 @@ std::string joined(const std::vector<int>& v) {
 // SIGKILLed while 0 and 3 wait in the agreement for its ack.
 TEST(FaultInjection, KillDuringShrinkWhileSurvivorsAgree) {
   Job job(4, {"--fail-rank", "1", "--at-step", "5", "--steps", "15", "--pause-rank", "2", "--pause-phase", "shrink"});
-  ASSERT_TRUE(job.wait_keys({"in/shrink/0", "in/shrink/3", "paused/2"}, 15000ms));
-  std::this_thread::sleep_for(100ms);  // they are now waiting for rank 2's ack
-  job.signal(2, SIGKILL);
-  ASSERT_TRUE(job.wait(20000ms)) << "hang";
+  // Their acks are in and rank 2's is not: they are waiting for it.
+  kill_stalled_rank(job, 2, {"in/shrink/0", "in/shrink/3", ack(0, 0), ack(0, 3)},
+                    {ack(0, 2), group_key("ft/e0/decided")});
   EXPECT_TRUE(job.proc(1).sigkilled());
   EXPECT_TRUE(job.proc(2).sigkilled());
   View v = expect_same_views(job, {0, 3});
@@ -66,10 +81,10 @@ TEST(FaultInjection, KillDuringShrinkWhileSurvivorsAgree) {
 // its pid gone and they shrink again, instead of waiting out the deadline.
 TEST(FaultInjection, KillAfterAgreementWhileTheNewGroupForms) {
   Job job(4, {"--fail-rank", "1", "--at-step", "5", "--steps", "15", "--pause-rank", "2", "--pause-phase", "agreed"});
-  ASSERT_TRUE(job.wait_keys({"in/agreed/0", "in/agreed/3", "paused/2"}, 15000ms));
-  std::this_thread::sleep_for(100ms);
-  job.signal(2, SIGKILL);
-  ASSERT_TRUE(job.wait(20000ms)) << "hang";
+  // Ranks 0 and 3 (ranks 0 and 2 of epoch 1) are inside the new group's
+  // set-up, waiting for rank 2 (its rank 1) to say where it runs.
+  kill_stalled_rank(job, 2, {"in/agreed/0", "in/agreed/3", group_key("e1/host/0"), group_key("e1/host/2")},
+                    {group_key("e1/host/1")});
   View v = expect_same_views(job, {0, 3});
   EXPECT_EQ(v.shared(), "size 2 epoch 2 members 0,3");
   EXPECT_EQ(v.failed, "e0[1]e1r[1]");  // epoch 1's rank 1 is rank 2
@@ -80,10 +95,10 @@ TEST(FaultInjection, KillAfterAgreementWhileTheNewGroupForms) {
 // survivor decides in its place.
 TEST(FaultInjection, AdmittingSurvivorKilledAfterAgreement) {
   Job job(4, {"--fail-rank", "1", "--at-step", "5", "--steps", "15", "--pause-rank", "0", "--pause-phase", "agreed"});
-  ASSERT_TRUE(job.wait_keys({"in/agreed/2", "in/agreed/3", "paused/0"}, 15000ms));
-  std::this_thread::sleep_for(100ms);
-  job.signal(0, SIGKILL);
-  ASSERT_TRUE(job.wait(20000ms)) << "hang";
+  // The agreement is decided and both are past it; rank 0 never published
+  // whom it admits.
+  kill_stalled_rank(job, 0, {"in/agreed/2", "in/agreed/3", group_key("ft/e0/decided")},
+                    {group_key("join/e0/admitted")});
   View v = expect_same_views(job, {2, 3});
   EXPECT_EQ(v.shared(), "size 2 epoch 2 members 2,3");
   EXPECT_EQ(v.failed, "e0[1]e1r[0]");
@@ -117,10 +132,8 @@ TEST(FaultInjection, JoinerKilledDuringGrow) {
 TEST(FaultInjection, MemberKilledDuringGrow) {
   Job job(3, {"--grow-at-step", "4", "--steps", "12", "--pause-rank", "1", "--pause-phase", "grow"}, {},
           /*joiners=*/1);
-  ASSERT_TRUE(job.wait_keys({"in/grow/0", "in/grow/2", "paused/1"}, 15000ms));
-  std::this_thread::sleep_for(100ms);
-  job.signal(1, SIGKILL);
-  ASSERT_TRUE(job.wait(20000ms)) << "hang";
+  // Their acks of the grow's agreement are in; rank 1's is not.
+  kill_stalled_rank(job, 1, {"in/grow/0", "in/grow/2", ack(0, 0), ack(0, 2)}, {ack(0, 1)});
   View v = expect_same_views(job, {0, 2, 3});
   EXPECT_EQ(v.shared(), "size 3 epoch 1 members 0,2,3");
   EXPECT_EQ(parse_view(job.proc(0).output())->failed, "e0[1]");
@@ -265,25 +278,8 @@ TEST(FaultTrials, SeededRandom) {
     Trial t = draw(gen);
     Job job(t.world, t.args, {}, t.joiners);
     std::vector<int> hung;
-    bool finished = true;
-    {
-      // A self-stopped rank never exits: wait for the others, then reap it.
-      const auto deadline = Deadline::after(60000ms);
-      std::vector<int> rest;
-      for (int r = 0; r < job.count(); ++r)
-        if (r != t.stopped) rest.push_back(r);
-      for (;;) {
-        job.wait(0ms);
-        if (std::all_of(rest.begin(), rest.end(), [&](int r) { return job.pid(r) <= 0; })) break;
-        if (deadline.expired()) {
-          finished = false;
-          for (int r : rest)
-            if (job.pid(r) > 0) hung.push_back(r);
-          break;
-        }
-        std::this_thread::sleep_for(10ms);
-      }
-    }
+    // A self-stopped rank never exits: wait for the others, then reap it.
+    const bool finished = job.wait(60000ms, &hung, {t.stopped});
     for (int r = 0; r < job.count(); ++r) job.reap(r);
     std::string verdict;
     std::vector<int> survivors;

@@ -1,24 +1,26 @@
-// The fault-injection harness: hosts a job store, spawns ft_worker ranks
-// (and joiners) as real processes, and injects failures from outside:
+// The fault tests' harness, on the dist layer's Job: hosts a job store,
+// spawns ft_worker ranks (or another program's) and joiners as real
+// processes with `sinew run`'s worker environment, and injects failures
+// from outside:
 // SIGKILL, SIGSTOP/SIGCONT, or a TCP connection of a live rank shut down
 // through pidfd_getfd. Parses each rank's result line.
 #pragma once
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -26,9 +28,9 @@
 
 #include "sinew/core/deadline.h"
 #include "sinew/core/error.h"
+#include "sinew/dist/job.h"
+#include "sinew/dist/launch_protocol.h"
 #include "sinew/dist/tcp_store.h"
-
-extern char** environ;
 
 namespace sinew::dist::ft {
 
@@ -56,68 +58,63 @@ inline std::optional<View> parse_view(const std::string& out) {
   return v;
 }
 
+// One rank's process: its exit status (once reaped) and its output file.
 struct Proc {
-  pid_t pid = -1;
   std::string out_path;
   int status = 0;
-  bool stopped = false;
+  bool reaped = false;
   std::string output() const {
     std::ifstream f(out_path);
     std::stringstream ss;
     ss << f.rdbuf();
     return ss.str();
   }
-  bool exited_ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-  bool excluded() const { return WIFEXITED(status) && WEXITSTATUS(status) == 3; }
-  bool sigkilled() const { return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
+  bool exited_ok() const { return reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+  bool excluded() const { return reaped && WIFEXITED(status) && WEXITSTATUS(status) == 3; }
+  bool sigkilled() const { return reaped && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
+};
+
+// What a job runs: `program args...` as every rank, with `env` added to the
+// launcher's worker environment.
+struct JobSpec {
+  std::string program = SINEW_BIN_DIR "/ft_worker";
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+  int joiners = 0;
 };
 
 class Job {
  public:
-  // `world` ranks (RANK 0..world-1), then `joiners` processes with
-  // SINEW_JOIN=1 (original ranks world, world+1, ...)
+  // `world` ft_worker ranks (RANK 0..world-1), then `joiners` processes with
+  // SINEW_JOIN=1 (original ranks world, world+1, ...); a 1 s heartbeat timeout.
   Job(int world, const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
       int joiners = 0)
-      : server_("127.0.0.1", 0, "secret-token") {
+      : Job(world, JobSpec{SINEW_BIN_DIR "/ft_worker", args, ft_env(extra_env), joiners}) {}
+
+  Job(int world, const JobSpec& spec) : server_("127.0.0.1", 0, kToken) {
     char tmpl[] = "/tmp/sinew-fi-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
-    for (int r = 0; r < world + joiners; ++r) {
-      std::vector<std::string> env;
-      for (char** e = environ; *e; ++e) env.emplace_back(*e);
-      // A joiner takes a slot (RANK < WORLD_SIZE), as `sinew run` respawns one; FT_ORIG names it.
-      const int slot = r < world ? r : 0;
-      for (auto v : {fmt::format("RANK={}", slot), fmt::format("LOCAL_RANK={}", slot), fmt::format("FT_ORIG={}", r),
-                     fmt::format("WORLD_SIZE={}", world),
-                     fmt::format("LOCAL_WORLD_SIZE={}", world), std::string("MASTER_ADDR=127.0.0.1"),
-                     fmt::format("MASTER_PORT={}", server_.port()), std::string("SINEW_STORE_TOKEN=secret-token"),
-                     std::string("SINEW_STORE_HOSTED=1"), std::string("SINEW_FT_HEARTBEAT_TIMEOUT_MS=1000"),
-                     std::string(r >= world ? "SINEW_JOIN=1" : "SINEW_JOIN=0")})
-        env.push_back(v);
-      for (const auto& v : extra_env) env.push_back(v);
-      spawn(r, args, env);
-    }
+    for (int r = 0; r < world + spec.joiners; ++r) spawn(r, world, spec);
     TcpStoreOptions o;
     o.port = server_.port();
-    o.token = "secret-token";
+    o.token = kToken;
     o.timeout = Millis(5000);
-    store_ = make_prefix_store("worker/attempt_0", make_tcp_store(o));
+    store_ = make_prefix_store(launch::keys::attempt_space(0), make_tcp_store(o));
   }
   ~Job() {
-    for (auto& p : procs_)
-      if (p.pid > 0) {
-        ::kill(p.pid, SIGKILL);
-        ::kill(p.pid, SIGCONT);
-        ::waitpid(p.pid, nullptr, 0);
-      }
+    job_.stop(Millis(0), SIGKILL);
     // SINEW_TEST_KEEP_DIR=1 keeps the ranks' output for a post-mortem.
     if (!std::getenv("SINEW_TEST_KEEP_DIR")) std::filesystem::remove_all(dir_);
   }
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
-  int count() const { return static_cast<int>(procs_.size()); }
-  const Proc& proc(int r) const { return procs_[r]; }
-  pid_t pid(int r) const { return procs_[r].pid; }
+  int count() const { return static_cast<int>(job_.size()); }
+  Proc proc(int r) const {
+    const ExitRecord& e = job_.result(r);
+    return Proc{out_path(r), e.wait_status, e.reaped};
+  }
+  bool running(int r) const { return !job_.result(r).reaped; }
   Store& store() { return *store_; }
   int store_port() const { return server_.port(); }
 
@@ -132,41 +129,30 @@ class Job {
   }
 
   void signal(int r, int sig) {
-    if (procs_[r].pid <= 0) return;
-    if (sig == SIGSTOP) procs_[r].stopped = true;
-    if (sig == SIGCONT) procs_[r].stopped = false;
-    ::kill(procs_[r].pid, sig);
+    if (sig == SIGSTOP) paused_.insert(r);
+    if (sig == SIGCONT) paused_.erase(r);
+    job_.signal(r, sig);
   }
 
-  // Waits until every process that is not stopped has exited; false (and
-  // the hung ones named in `hung`) past the limit. Stopped ones are left.
-  bool wait(Millis limit, std::vector<int>* hung = nullptr) {
-    const auto deadline = Deadline::after(limit);
-    for (;;) {
-      bool all = true;
-      for (auto& p : procs_) {
-        if (p.pid <= 0 || p.stopped) continue;
-        if (::waitpid(p.pid, &p.status, WNOHANG) == p.pid) p.pid = -1;
-        else all = false;
-      }
-      if (all) return true;
-      if (deadline.expired()) break;
-      std::this_thread::sleep_for(10ms);
-    }
+  // Waits until every process has exited but the ones in `skip` and those
+  // paused by signal(r, SIGSTOP); false (and the hung ones named in `hung`)
+  // past the limit. The skipped ones are left running.
+  bool wait(Millis limit, std::vector<int>* hung = nullptr, const std::vector<int>& skip = {}) {
+    std::vector<size_t> which;
     for (int r = 0; r < count(); ++r)
-      if (procs_[r].pid > 0 && !procs_[r].stopped && hung) hung->push_back(r);
+      if (!paused_.count(r) && std::find(skip.begin(), skip.end(), r) == skip.end()) which.push_back(r);
+    if (job_.wait(Deadline::after(limit), which)) return true;
+    for (size_t r : which)
+      if (running(static_cast<int>(r)) && hung) hung->push_back(static_cast<int>(r));
     return false;
   }
 
   // Kills and reaps r (stopped or hung), keeping its status.
   void reap(int r) {
-    auto& p = procs_[r];
-    if (p.pid <= 0) return;
-    ::kill(p.pid, SIGKILL);
-    ::kill(p.pid, SIGCONT);
-    ::waitpid(p.pid, &p.status, 0);
-    p.pid = -1;
-    p.stopped = false;
+    job_.signal(r, SIGKILL);
+    job_.signal(r, SIGCONT);
+    job_.wait(Deadline::after(10s), {static_cast<size_t>(r)});
+    paused_.erase(r);
   }
 
   // Established TCP connections between two ranks: {fd in r, peer rank}.
@@ -176,7 +162,7 @@ class Job {
     };
     std::map<std::string, Sock> by_inode;  // established sockets on the loopback, by inode
     for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-      std::ifstream f(fmt::format("/proc/{}/net/{}", procs_[r].pid, std::filesystem::path(table).filename().string()));
+      std::ifstream f(fmt::format("/proc/{}/net/{}", job_.pid(r), std::filesystem::path(table).filename().string()));
       std::string line;
       std::getline(f, line);
       while (std::getline(f, line)) {
@@ -193,7 +179,7 @@ class Job {
     auto sockets_of = [&](int who) {
       std::vector<std::pair<int, Sock>> out;
       std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", procs_[who].pid), ec)) {
+      for (const auto& e : std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", job_.pid(who)), ec)) {
         std::string target = std::filesystem::read_symlink(e.path(), ec).string();
         if (ec || target.rfind("socket:[", 0) != 0) continue;
         auto it = by_inode.find(target.substr(8, target.size() - 9));
@@ -205,7 +191,7 @@ class Job {
     for (const auto& [fd, s] : sockets_of(r)) {
       if (s.local == static_cast<unsigned>(store_port()) || s.remote == static_cast<unsigned>(store_port())) continue;
       for (int peer = 0; peer < count(); ++peer) {
-        if (peer == r || procs_[peer].pid <= 0) continue;
+        if (peer == r || !running(peer)) continue;
         for (const auto& [pfd, ps] : sockets_of(peer))
           if (ps.local == s.remote && ps.remote == s.local) out.push_back({fd, peer});
       }
@@ -216,7 +202,7 @@ class Job {
   // Shuts down rank r's socket `fd` from outside: a connection dropped under
   // a live process. Returns errno (0 on success).
   int shutdown_socket(int r, int fd) {
-    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, procs_[r].pid, 0));
+    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, job_.pid(r), 0));
     if (pidfd < 0) return errno;
     int mine = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, fd, 0));
     int err = mine < 0 ? errno : 0;
@@ -235,30 +221,48 @@ class Job {
   }
 
  private:
-  void spawn(int r, const std::vector<std::string>& args, std::vector<std::string>& env) {
-    Proc p;
-    p.out_path = fmt::format("{}/rank{}.out", dir_, r);
-    std::vector<std::string> argv = {SINEW_BIN_DIR "/ft_worker"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> av, ev;
-    for (auto& a : argv) av.push_back(a.data());
-    av.push_back(nullptr);
-    for (auto& e : env) ev.push_back(e.data());
-    ev.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    int rc = posix_spawn(&p.pid, av[0], &fa, nullptr, av.data(), ev.data());
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) throw IoError(fmt::format("cannot start {}: {}", av[0], std::strerror(rc)));
-    procs_.push_back(p);
+  static constexpr const char* kToken = "secret-token";
+
+  static std::vector<std::string> ft_env(std::vector<std::string> extra) {
+    extra.insert(extra.begin(), "SINEW_FT_HEARTBEAT_TIMEOUT_MS=1000");
+    return extra;
+  }
+
+  std::string out_path(int r) const { return fmt::format("{}/rank{}.out", dir_, r); }
+
+  // As `sinew run` starts a worker; a joiner takes a slot (RANK < WORLD_SIZE),
+  // as `sinew run` respawns one, and FT_ORIG names it.
+  void spawn(int r, int world, const JobSpec& spec) {
+    namespace env = launch::env;
+    const int slot = r < world ? r : 0;
+    ProcessSpec p;
+    p.argv = {spec.program};
+    p.argv.insert(p.argv.end(), spec.args.begin(), spec.args.end());
+    p.env = inherited_env();
+    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+             {env::kRank, std::to_string(slot)},
+             {env::kLocalRank, std::to_string(slot)},
+             {"FT_ORIG", std::to_string(r)},
+             {env::kWorldSize, std::to_string(world)},
+             {env::kLocalWorldSize, std::to_string(world)},
+             {env::kMasterAddr, "127.0.0.1"},
+             {env::kMasterPort, std::to_string(server_.port())},
+             {env::kStoreToken, kToken},
+             {env::kStoreHosted, "1"},
+             {env::kJoin, r >= world ? "1" : "0"}})
+      set_env(p.env, k, v);
+    for (const auto& kv : spec.env) set_env(p.env, kv.substr(0, kv.find('=')), kv.substr(kv.find('=') + 1));
+    p.out = Redirect::file(out_path(r));
+    p.err = Redirect::like_stdout();
+    p.rank = r;
+    job_.spawn(std::move(p));
   }
 
   TcpStoreServer server_;
   std::string dir_;
   StorePtr store_;
-  std::vector<Proc> procs_;
+  std::set<int> paused_;
+  dist::Job job_;
 };
 
 }  // namespace sinew::dist::ft

@@ -27,6 +27,7 @@
 #include "sinew/core/env.h"
 #include "sinew/core/error.h"
 #include "sinew/dist/init.h"
+#include "sinew/dist/launch_protocol.h"
 
 using namespace sinew;
 using namespace sinew::dist;
@@ -191,8 +192,7 @@ class Worker {
   void wait_for_joiner() {
     const auto deadline = Deadline::after(std::chrono::seconds(10));
     while (!deadline.expired()) {
-      // init_process_group's group "default" lives under the prefix "default" of the job store.
-      const std::string pending = "default/default/join/pending";
+      const std::string pending = launch::keys::join_pending();
       if (store_->check({pending}) && store_->get_string(pending).size() > 1) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
@@ -229,7 +229,7 @@ int main(int argc, char** argv) try {
     else if (k == "--mark-step") a.mark_step = std::stoi(v);
     else if (k == "--step-sleep-ms") a.step_sleep_ms = std::stoi(v);
   }
-  const bool joiner = getenv_opt("SINEW_JOIN").value_or("") == "1";
+  const bool joiner = getenv_opt(launch::env::kJoin).value_or("") == "1";
   // The harness names every process, joiners included (their RANK is a slot).
   const int orig = std::stoi(getenv_opt("FT_ORIG").value_or(getenv_opt("RANK").value_or("0")));
   InitOptions io;

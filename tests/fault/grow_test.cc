@@ -6,6 +6,7 @@
 
 #include "../dist/rank_threads.h"
 #include "sinew/core/error.h"
+#include "sinew/dist/launch_protocol.h"
 
 namespace sinew::dist {
 namespace {
@@ -13,12 +14,7 @@ namespace {
 using namespace std::chrono_literals;
 
 GroupOptions opts(StorePtr store, int rank, int size) {
-  GroupOptions o;
-  o.store = std::move(store);
-  o.rank = rank;
-  o.size = size;
-  o.timeout = Millis(20000);
-  return o;
+  return sinew::testing::group_options(std::move(store), rank, size, Millis(20000));
 }
 
 TEST(Grow, JoinerGetsTheNextRankAndTheStateThenAllreduces) {
@@ -33,7 +29,8 @@ TEST(Grow, JoinerGetsTheNextRankAndTheStateThenAllreduces) {
       pg->wait_ready(Deadline::after(10s));
       state = {1.5, 2.5, 3.5, static_cast<double>(who)};
       // Wait until the joiner has asked, then admit it (no failure needed).
-      wait_keys(*store, {"default/join/pending"}, Deadline::after(10s), nullptr);
+      // The group (named "default") keeps its join requests under its name.
+      wait_keys(*store, {std::string(launch::keys::kDefaultGroup) + "/join/pending"}, Deadline::after(10s), nullptr);
       auto next = pg->reconfigure(Deadline::after(20s));
       EXPECT_EQ(next->epoch(), 1u);
       EXPECT_EQ(next->rank(), who);

@@ -23,13 +23,7 @@ void with_handles(int world,
   std::vector<std::string> handles(world);
   std::barrier sync(world);
   sinew::testing::run_ranks(world, [&](int r) {
-    GroupOptions o;
-    o.backend = backend;
-    o.store = store;
-    o.rank = r;
-    o.size = world;
-    o.timeout = timeout;
-    auto pg = create_process_group(o);
+    auto pg = create_process_group(sinew::testing::group_options(store, r, world, timeout, backend));
     pg->wait_ready(Deadline::after(10s));
     handles[r] = pg->reconfigure_handle();
     sync.arrive_and_wait();

@@ -1,116 +1,28 @@
 // Fault injection with real processes: a rank is SIGKILLed or SIGSTOPped in
 // the middle of an allreduce loop; the survivors get PeerLostError, agree on
 // the failed set, reconfigure in place and finish with exact results.
-#include <fcntl.h>
-#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <random>
-#include <sstream>
-#include <thread>
 
-#include "sinew/dist/tcp_store.h"
+#include "ft_job.h"
 
-extern char** environ;
-
-namespace sinew::dist {
+namespace sinew::dist::ft {
 namespace {
 
-using namespace std::chrono_literals;
-
-struct Rank {
-  pid_t pid = -1;
-  std::string out_path;
-  int status = 0;
-  std::string output() const {
-    std::ifstream f(out_path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }
-};
-
-class Job {
- public:
-  Job(int world, std::vector<std::string> args, std::vector<std::string> extra_env = {})
-      : server_("127.0.0.1", 0, "secret-token") {
-    char tmpl[] = "/tmp/sinew-ft-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    for (int r = 0; r < world; ++r) {
-      Rank k;
-      k.out_path = fmt::format("{}/rank{}.out", dir_, r);
-      std::vector<std::string> env;
-      for (char** e = environ; *e; ++e) env.emplace_back(*e);
-      for (auto v : {fmt::format("RANK={}", r), fmt::format("LOCAL_RANK={}", r), fmt::format("WORLD_SIZE={}", world),
-                     fmt::format("LOCAL_WORLD_SIZE={}", world), std::string("MASTER_ADDR=127.0.0.1"),
-                     fmt::format("MASTER_PORT={}", server_.port()), std::string("SINEW_STORE_TOKEN=secret-token"),
-                     std::string("SINEW_STORE_HOSTED=1"), std::string("SINEW_FT_HEARTBEAT_TIMEOUT_MS=1000")})
-        env.push_back(v);
-      for (const auto& v : extra_env) env.push_back(v);
-      std::vector<std::string> argv = {SINEW_BIN_DIR "/ft_worker"};
-      argv.insert(argv.end(), args.begin(), args.end());
-      std::vector<char*> av, ev;
-      for (auto& a : argv) av.push_back(a.data());
-      av.push_back(nullptr);
-      for (auto& e : env) ev.push_back(e.data());
-      ev.push_back(nullptr);
-      posix_spawn_file_actions_t fa;
-      posix_spawn_file_actions_init(&fa);
-      posix_spawn_file_actions_addopen(&fa, 1, k.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      posix_spawn_file_actions_adddup2(&fa, 1, 2);
-      EXPECT_EQ(posix_spawn(&k.pid, av[0], &fa, nullptr, av.data(), ev.data()), 0);
-      posix_spawn_file_actions_destroy(&fa);
-      ranks_.push_back(k);
-    }
-  }
-  ~Job() {
-    for (auto& k : ranks_)
-      if (k.pid > 0) {
-        ::kill(k.pid, SIGKILL);
-        ::waitpid(k.pid, nullptr, 0);
-      }
-    std::string rm = "rm -rf '" + dir_ + "'";
-    (void)!std::system(rm.c_str());
-  }
-  // Waits for the ranks except `skip` (a stopped one), then kills that one.
-  void wait(std::chrono::seconds limit, int skip = -1) {
-    auto deadline = Deadline::after(limit);
-    for (size_t r = 0; r < ranks_.size(); ++r) {
-      if (static_cast<int>(r) == skip) continue;
-      auto& k = ranks_[r];
-      while (!deadline.expired()) {
-        if (::waitpid(k.pid, &k.status, WNOHANG) == k.pid) {
-          k.pid = -1;
-          break;
-        }
-        std::this_thread::sleep_for(10ms);
-      }
-      ASSERT_EQ(k.pid, -1) << "rank " << r << " did not finish in " << limit.count() << " s (hang)\n"
-                           << k.output();
-    }
-    if (skip >= 0) {
-      ::kill(ranks_[skip].pid, SIGKILL);
-      ::waitpid(ranks_[skip].pid, &ranks_[skip].status, 0);
-      ranks_[skip].pid = -1;
-    }
-  }
-  const Rank& rank(int r) const { return ranks_[r]; }
-
- private:
-  TcpStoreServer server_;
-  std::string dir_;
-  std::vector<Rank> ranks_;
-};
+// Waits for the ranks except `skip` (a stopped one), then kills that one.
+void finish(Job& job, std::chrono::seconds limit, int skip = -1) {
+  std::vector<int> hung;
+  const bool done = job.wait(limit, &hung, {skip});
+  for (int r : hung)
+    ADD_FAILURE() << "rank " << r << " did not finish in " << limit.count() << " s (hang)\n" << job.proc(r).output();
+  ASSERT_TRUE(done);
+  if (skip >= 0) job.reap(skip);
+}
 
 void expect_survivor(const Job& job, int r, int new_rank, int size, const std::string& members) {
-  const Rank& k = job.rank(r);
+  const Proc k = job.proc(r);
   EXPECT_TRUE(WIFEXITED(k.status) && WEXITSTATUS(k.status) == 0) << "rank " << r << ":\n" << k.output();
   EXPECT_THAT(k.output(), ::testing::HasSubstr(fmt::format("RESULT orig {} rank {} size {} epoch 1 reconfigs 1",
                                                            r, new_rank, size)))
@@ -123,8 +35,8 @@ void expect_survivor(const Job& job, int r, int new_rank, int size, const std::s
 
 TEST(Shrink, KilledMiddleRankSurvivorsRenumberAndContinue) {
   Job job(4, {"--fail-rank", "1", "--at-step", "5", "--steps", "30"});
-  job.wait(60s);
-  EXPECT_TRUE(WIFSIGNALED(job.rank(1).status) && WTERMSIG(job.rank(1).status) == SIGKILL);
+  finish(job, 60s);
+  EXPECT_TRUE(WIFSIGNALED(job.proc(1).status) && WTERMSIG(job.proc(1).status) == SIGKILL);
   expect_survivor(job, 0, 0, 3, "0,2,3");
   expect_survivor(job, 2, 1, 3, "0,2,3");
   expect_survivor(job, 3, 2, 3, "0,2,3");
@@ -134,22 +46,22 @@ TEST(Shrink, KilledMiddleRankSurvivorsRenumberAndContinue) {
 // still ends with the same failed set, {1, 3}.
 TEST(Shrink, SecondDeathDuringAgreement) {
   Job job(4, {"--fail-rank", "1", "--at-step", "5", "--steps", "20", "--also-fail", "3"});
-  job.wait(60s);
-  EXPECT_TRUE(WIFSIGNALED(job.rank(3).status));
+  finish(job, 60s);
+  EXPECT_TRUE(WIFSIGNALED(job.proc(3).status));
   expect_survivor(job, 0, 0, 2, "0,2");
   expect_survivor(job, 2, 1, 2, "0,2");
 }
 
 TEST(Shrink, KilledLastRank) {
   Job job(3, {"--fail-rank", "2", "--at-step", "3", "--steps", "20"});
-  job.wait(60s);
+  finish(job, 60s);
   expect_survivor(job, 0, 0, 2, "0,1");
   expect_survivor(job, 1, 1, 2, "0,1");
 }
 
 TEST(Shrink, KilledRankZero) {
   Job job(3, {"--fail-rank", "0", "--at-step", "4", "--steps", "20"});
-  job.wait(60s);
+  finish(job, 60s);
   expect_survivor(job, 1, 0, 2, "1,2");
   expect_survivor(job, 2, 1, 2, "1,2");
 }
@@ -159,7 +71,7 @@ TEST(Shrink, KilledRankZero) {
 TEST(Shrink, KilledRankOverUcxRevokesThroughTheStore) {
   Job job(4, {"--fail-rank", "1", "--at-step", "5", "--steps", "20"},
           {"SINEW_TRANSPORT=ucx", "UCX_NET_DEVICES=lo", "SINEW_FT_STORE_HEARTBEAT_MS=50"});
-  job.wait(90s);
+  finish(job, 90s);
   expect_survivor(job, 0, 0, 3, "0,2,3");
   expect_survivor(job, 2, 1, 3, "0,2,3");
   expect_survivor(job, 3, 2, 3, "0,2,3");
@@ -169,7 +81,7 @@ TEST(Shrink, KilledRankOverUcxRevokesThroughTheStore) {
 // its context rebuilt in the next epoch's namespace.
 TEST(Shrink, GlooBackendRebuildsItsContextForTheSurvivors) {
   Job job(3, {"--fail-rank", "1", "--at-step", "4", "--steps", "15"}, {"SINEW_BACKEND=gloo", "FT_TIMEOUT_S=3"});
-  job.wait(90s);
+  finish(job, 90s);
   expect_survivor(job, 0, 0, 2, "0,2");
   expect_survivor(job, 2, 1, 2, "0,2");
 }
@@ -179,9 +91,9 @@ TEST(Shrink, GlooBackendRebuildsItsContextForTheSurvivors) {
 TEST(Shrink, LongJobStoreWaitIsNotAFailureBetweenHosts) {
   Job job(3, {"--fail-rank", "1", "--at-step", "3", "--steps", "8", "--how", "store-wait"},
           {"SINEW_TRANSPORT=ucx", "UCX_NET_DEVICES=lo", "SINEW_FT_STORE_HEARTBEAT_MS=50"});
-  job.wait(60s);
+  finish(job, 60s);
   for (int r = 0; r < 3; ++r) {
-    const Rank& k = job.rank(r);
+    const Proc k = job.proc(r);
     EXPECT_TRUE(WIFEXITED(k.status) && WEXITSTATUS(k.status) == 0) << "rank " << r << ":\n" << k.output();
     EXPECT_THAT(k.output(), ::testing::HasSubstr(fmt::format("RESULT orig {} rank {} size 3 epoch 0 reconfigs 0", r, r)))
         << k.output();
@@ -190,7 +102,7 @@ TEST(Shrink, LongJobStoreWaitIsNotAFailureBetweenHosts) {
 
 TEST(Shrink, StoppedRankIsDetectedByItsStalledHeartbeat) {
   Job job(3, {"--fail-rank", "1", "--at-step", "4", "--steps", "20", "--how", "stop"});
-  job.wait(60s, /*skip=*/1);
+  finish(job, 60s, /*skip=*/1);
   expect_survivor(job, 0, 0, 2, "0,2");
   expect_survivor(job, 2, 1, 2, "0,2");
 }
@@ -215,7 +127,7 @@ TEST(Shrink, SeededRandomTrials) {
                              stop ? "SIGSTOP" : "SIGKILL"));
     Job job(world, {"--fail-rank", std::to_string(victim), "--at-step", std::to_string(step), "--steps", "15",
                     "--how", stop ? "stop" : "kill"});
-    job.wait(60s, stop ? victim : -1);
+    finish(job, 60s, stop ? victim : -1);
     std::string members;
     for (int r = 0; r < world; ++r)
       if (r != victim) members += (members.empty() ? "" : ",") + std::to_string(r);
@@ -229,4 +141,4 @@ TEST(Shrink, SeededRandomTrials) {
 }
 
 }  // namespace
-}  // namespace sinew::dist
+}  // namespace sinew::dist::ft

@@ -3,25 +3,17 @@
 // parent, and each subgroup is rebuilt (lost a member), kept (lost none) or
 // gone, with exact allreduce results on every successor. The test re-runs
 // this binary as the ranks (FollowWorker.Rank, skipped unless spawned).
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
+#include "ft_job.h"
 #include "sinew/core/error.h"
 #include "sinew/dist/init.h"
-#include "sinew/dist/tcp_store.h"
-
-extern char** environ;
 
 namespace sinew::dist {
 namespace {
@@ -114,60 +106,26 @@ TEST(FollowWorker, Rank) {
 }
 
 TEST(SubgroupsFollow, SplitAndNewGroupSubgroupsAreRebuiltOrKeptAfterAShrink) {
-  TcpStoreServer server("127.0.0.1", 0, "tok");
-  char tmpl[] = "/tmp/sinew-follow-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
   const int world = 4;
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
-    for (auto v : {fmt::format("RANK={}", r), fmt::format("LOCAL_RANK={}", r), fmt::format("WORLD_SIZE={}", world),
-                   fmt::format("LOCAL_WORLD_SIZE={}", world), std::string("MASTER_ADDR=127.0.0.1"),
-                   fmt::format("MASTER_PORT={}", server.port()), std::string("SINEW_STORE_TOKEN=tok"),
-                   std::string("SINEW_STORE_HOSTED=1"), std::string("SINEW_FOLLOW_WORKER=1"),
-                   std::string("SINEW_FR_BUFFER_SIZE=0")})
-      env.push_back(v);
-    std::vector<std::string> argv = {"/proc/self/exe", "--gtest_filter=FollowWorker.Rank"};
-    std::vector<char*> av, ev;
-    for (auto& a : argv) av.push_back(a.data());
-    av.push_back(nullptr);
-    for (auto& e : env) ev.push_back(e.data());
-    ev.push_back(nullptr);
-    const std::string out = fmt::format("{}/rank{}.out", dir, r);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid = -1;
-    EXPECT_EQ(posix_spawn(&pid, av[0], &fa, nullptr, av.data(), ev.data()), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    pids.push_back(pid);
+  ft::Job job(world, ft::JobSpec{"/proc/self/exe",
+                                 {"--gtest_filter=FollowWorker.Rank"},
+                                 {"SINEW_FOLLOW_WORKER=1", "SINEW_FR_BUFFER_SIZE=0"}});
+  std::vector<int> hung;
+  job.wait(60s, &hung);
+  for (int r : hung) {
+    job.reap(r);
+    ADD_FAILURE() << "rank " << r << " hung:\n" << job.proc(r).output();
   }
-  auto output = [&](int r) {
-    std::ifstream f(fmt::format("{}/rank{}.out", dir, r));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  };
-  auto deadline = Deadline::after(60s);
   for (int r = 0; r < world; ++r) {
-    int st = 0;
-    while (::waitpid(pids[r], &st, WNOHANG) == 0 && !deadline.expired()) std::this_thread::sleep_for(10ms);
-    if (deadline.expired()) {
-      ::kill(pids[r], SIGKILL);
-      ::waitpid(pids[r], &st, 0);
-      ADD_FAILURE() << "rank " << r << " hung:\n" << output(r);
-      continue;
-    }
+    const ft::Proc p = job.proc(r);
+    if (std::count(hung.begin(), hung.end(), r)) continue;
     if (r == 2) {
-      EXPECT_TRUE(WIFSIGNALED(st)) << output(r);
+      EXPECT_TRUE(WIFSIGNALED(p.status)) << p.output();
       continue;
     }
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "rank " << r << ":\n" << output(r);
-    EXPECT_THAT(output(r), HasSubstr(fmt::format("FOLLOW OK rank {}", r))) << output(r);
+    EXPECT_TRUE(p.exited_ok()) << "rank " << r << ":\n" << p.output();
+    EXPECT_THAT(p.output(), HasSubstr(fmt::format("FOLLOW OK rank {}", r))) << p.output();
   }
-  (void)!std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "kernels/autotune_confirm.h"
+#include "kernels/autotune/confirm.h"
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
 #include "sinew/kernels/autotune.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gemm_harness.h"
+#include "kernels/kernels_testing.h"
 #include "kernels/tile/scalar.h"
 #include "sinew/core/error.h"
 
@@ -21,17 +21,7 @@ namespace sinew::kernels {
 namespace {
 
 using testing::Case;
-using ::testing::HasSubstr;
-
-template <class F>
-void expect_invalid(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected InvalidArgument containing " << *parts.begin();
-  } catch (const InvalidArgument& e) {
-    for (const char* p : parts) EXPECT_THAT(e.what(), HasSubstr(p));
-  }
-}
+using testing::expect_invalid;
 
 TEST(Epilogue, KeyToStringEqualityAndHash) {
   std::vector<float> bias(64), amax(8 * 4);
@@ -299,6 +289,33 @@ TEST(EpilogueDifferential, ActivationsAcrossTheirRange) {
         ASSERT_NEAR(g, w, 2e-6 * std::fabs(w) + 1e-7) << activation_name(act) << "(" << xs[i / n] << ")";
       }
     }
+  }
+}
+
+// gelu_tanh_pass over strided rows, on two threads, against the reference
+// epilogue's GELU (tanh form); the gaps between the rows stay untouched.
+TEST(EpilogueDifferential, GeluTanhPassMatchesTheReference) {
+  std::vector<float> xs;
+  for (float x = -40.0f; x <= 40.0f; x += 0.173f) xs.push_back(x);
+  for (float x : {0.0f, -0.0f, 1e-30f, -1e-6f, 0.625f, -0.9277f, 88.0f, -88.0f}) xs.push_back(x);
+  const int64_t m = static_cast<int64_t>(xs.size()), n = 16, ldc = n + 3;
+  std::vector<float> one(n, 1.0f), want(m * n), got(m * ldc, 12345.0f);
+  Epilogue e;
+  e.activation(Activation::kGeluTanh);
+  GemmOptions o;
+  o.epilogue = &e;
+  o.family = "reference";
+  mm(TensorView(xs.data(), DType::kF32, {m, 1}), TensorView(one.data(), DType::kF32, {1, n}),
+     TensorView(want.data(), DType::kF32, {m, n}), o);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) got[i * ldc + j] = xs[i];
+  gelu_tanh_pass(got.data(), ldc, m, n, 2);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float w = want[i * n + j];
+      ASSERT_NEAR(got[i * ldc + j], w, 2e-6 * std::fabs(w) + 1e-7) << "gelu_tanh(" << xs[i] << ")";
+    }
+    for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(got[i * ldc + j], 12345.0f) << "gap after row " << i;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "sinew/tensor/dtype.h"
@@ -85,6 +86,17 @@ std::vector<float> sweep(const Ladder& l) {
   return v;
 }
 
+// The saturating and the casting 8-bit codes of f by the ladder of a
+// format whose largest finite magnitude code is max_code: saturation stops
+// there, a cast goes on to the next code; NaN is 0x7f either way.
+std::pair<uint8_t, uint8_t> expected_codes(const Ladder& l, float f, uint32_t max_code) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const uint8_t nan = sign | 0x7f;
+  if (std::isnan(f)) return {nan, nan};
+  const uint32_t c = l.round(std::fabs(static_cast<double>(f)));
+  return {static_cast<uint8_t>(sign | std::min<uint32_t>(c, max_code)), static_cast<uint8_t>(sign | c)};
+}
+
 TEST(Formats, E4M3FNDecodesEveryCodeByDefinition) {
   for (uint32_t c = 0; c < 256; ++c) {
     const double want = (c & 0x7f) == 0x7f ? std::nan("") : definition(c, 4, 3, 7);
@@ -98,15 +110,7 @@ TEST(Formats, E4M3FNDecodesEveryCodeByDefinition) {
 TEST(Formats, E4M3FNEncodesToNearestEvenSaturatingOrAsPyTorchCasts) {
   const Ladder l = ladder(4, 3, 7, 0x7e);
   for (float f : sweep(l)) {
-    const uint8_t sign = std::signbit(f) ? 0x80 : 0;
-    uint8_t sat, cast;
-    if (std::isnan(f)) {
-      sat = cast = sign | 0x7f;
-    } else {
-      const uint32_t c = l.round(std::fabs(static_cast<double>(f)));
-      sat = sign | static_cast<uint8_t>(std::min<uint32_t>(c, 0x7e));
-      cast = sign | static_cast<uint8_t>(c);  // one past 0x7e is the NaN code
-    }
+    const auto [sat, cast] = expected_codes(l, f, 0x7e);  // one past 0x7e is the NaN code
     ASSERT_EQ(encode_e4m3fn(f, Overflow::kSaturate), sat) << f;
     ASSERT_EQ(encode_e4m3fn(f, Overflow::kCast), cast) << f;
     if (!std::isnan(f)) ASSERT_EQ(f32_to_e4m3fn(f), sat) << f;  // dtype.h's saturating cast agrees
@@ -132,15 +136,7 @@ TEST(Formats, E5M2DecodesEveryCodeByDefinition) {
 TEST(Formats, E5M2EncodesToNearestEvenWithInfOrSaturation) {
   const Ladder l = ladder(5, 2, 15, 0x7b);
   for (float f : sweep(l)) {
-    const uint8_t sign = std::signbit(f) ? 0x80 : 0;
-    uint8_t sat, cast;
-    if (std::isnan(f)) {
-      sat = cast = sign | 0x7f;
-    } else {
-      const uint32_t c = l.round(std::fabs(static_cast<double>(f)));
-      sat = sign | static_cast<uint8_t>(std::min<uint32_t>(c, 0x7b));
-      cast = sign | static_cast<uint8_t>(c);  // 0x7c is inf
-    }
+    const auto [sat, cast] = expected_codes(l, f, 0x7b);  // 0x7c is inf
     ASSERT_EQ(encode_e5m2(f, Overflow::kSaturate), sat) << f;
     ASSERT_EQ(encode_e5m2(f, Overflow::kCast), cast) << f;
     if (!std::isnan(f)) ASSERT_EQ(f32_to_e5m2(f), cast) << f;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gemm_harness.h"
+#include "kernels/kernels_testing.h"
 #include "sinew/core/error.h"
 #include "sinew/kernels/ceiling.h"
 #include "sinew/kernels/cpu_features.h"
@@ -20,6 +20,7 @@ namespace sinew::kernels {
 namespace {
 
 using testing::Case;
+using testing::expect_invalid;
 using testing::check_case;
 using ::testing::HasSubstr;
 
@@ -36,37 +37,33 @@ struct Layout {
 constexpr std::array<Layout, 7> kLayouts{{{'N', 'N', 'N'}, {'N', 'T', 'N'}, {'T', 'N', 'N'}, {'T', 'T', 'N'},
                                           {'S', 'S', 'S'}, {'N', 'N', 'T'}, {'T', 'S', 'S'}}};
 
+// An mm of `in` -> `out` with shape s (M, N, K) and layout l, on 1 or 2
+// threads as the seed alternates; checked with the next seed.
+void check_shaped(DType in, DType out, const std::array<int64_t, 3>& s, const Layout& l, int& seed) {
+  Case c;
+  c.in = in;
+  c.out = out;
+  c.m = s[0];
+  c.n = s[1];
+  c.k = s[2];
+  c.la = l.a;
+  c.lb = l.b;
+  c.lo = l.out;
+  c.threads = 1 + seed % 2;
+  check_case(c, ++seed);
+}
+
 TEST(GemmDifferential, F32EveryCandidateLayoutAndShape) {
   int seed = 0;
   for (const auto& s : kShapes)
-    for (const Layout& l : kLayouts) {
-      Case c;
-      c.m = s[0];
-      c.n = s[1];
-      c.k = s[2];
-      c.la = l.a;
-      c.lb = l.b;
-      c.lo = l.out;
-      c.threads = 1 + seed % 2;
-      check_case(c, ++seed);
-    }
+    for (const Layout& l : kLayouts) check_shaped(DType::kF32, DType::kF32, s, l, seed);
 }
 
 TEST(GemmDifferential, F64EveryCandidate) {
   int seed = 100;
   for (const auto& s : kShapes)
-    for (const Layout& l : {Layout{'N', 'N', 'N'}, Layout{'T', 'T', 'S'}, Layout{'S', 'N', 'T'}}) {
-      Case c;
-      c.in = c.out = DType::kF64;
-      c.m = s[0];
-      c.n = s[1];
-      c.k = s[2];
-      c.la = l.a;
-      c.lb = l.b;
-      c.lo = l.out;
-      c.threads = 1 + seed % 2;
-      check_case(c, ++seed);
-    }
+    for (const Layout& l : {Layout{'N', 'N', 'N'}, Layout{'T', 'T', 'S'}, Layout{'S', 'N', 'T'}})
+      check_shaped(DType::kF64, DType::kF64, s, l, seed);
 }
 
 TEST(GemmDifferential, Bf16AndF16InputsToNarrowAndF32Outputs) {
@@ -75,19 +72,8 @@ TEST(GemmDifferential, Bf16AndF16InputsToNarrowAndF32Outputs) {
     for (DType out : {in, DType::kF32})
       for (const auto& s : {std::array<int64_t, 3>{1, 37, 29}, std::array<int64_t, 3>{13, 17, 19},
                             std::array<int64_t, 3>{31, 67, 43}})
-        for (const Layout& l : {Layout{'N', 'N', 'N'}, Layout{'T', 'T', 'N'}, Layout{'S', 'S', 'S'}}) {
-          Case c;
-          c.in = in;
-          c.out = out;
-          c.m = s[0];
-          c.n = s[1];
-          c.k = s[2];
-          c.la = l.a;
-          c.lb = l.b;
-          c.lo = l.out;
-          c.threads = 1 + seed % 2;
-          check_case(c, ++seed);
-        }
+        for (const Layout& l : {Layout{'N', 'N', 'N'}, Layout{'T', 'T', 'N'}, Layout{'S', 'S', 'S'}})
+          check_shaped(in, out, s, l, seed);
 }
 
 TEST(GemmDifferential, AlphaBetaAndAddmmBiasKinds) {
@@ -400,16 +386,6 @@ TEST(GemmCandidates, ProblemDescribesLayoutAndResolvesThreads) {
 }
 
 // --------------------------------------------------------------- validation
-
-template <class F>
-void expect_invalid(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected InvalidArgument containing " << *parts.begin();
-  } catch (const InvalidArgument& e) {
-    for (const char* p : parts) EXPECT_THAT(e.what(), HasSubstr(p));
-  }
-}
 
 TEST(GemmValidation, EveryMessageNamesArgumentValueAndExpectation) {
   std::vector<double> buf(4096);

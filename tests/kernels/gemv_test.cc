@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernels_testing.h"
 #include "sinew/core/error.h"
 #include "sinew/kernels/cpu_features.h"
 #include "sinew/kernels/formats.h"
@@ -24,15 +25,10 @@
 namespace sinew::kernels {
 namespace {
 
-using ::testing::HasSubstr;
-
-std::vector<float> random_matrix(int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(static_cast<size_t>(rows * cols));
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using testing::expect_invalid;
+using testing::PaddedRows;
+using testing::random_matrix;
+using testing::reference_dot;
 
 enum class Fmt { kF32, kBF16, kE4M3Row, kE4M3Tensor, kE5M2Row, kNVFP4 };
 const char* name(Fmt f) {
@@ -148,35 +144,16 @@ void check(const Weight& wt, int64_t m, int64_t n, int64_t k, GemvIsa isa, DType
     }
   const TensorView xv = xdt == DType::kF32 ? TensorView(xs.data(), DType::kF32, {m, k}, {k + 5, 1})
                                            : TensorView(xbs.data(), DType::kBF16, {m, k}, {k + 5, 1});
-  const int64_t pad = 2, ld = n + 2 * pad;
-  const size_t es = dtype_size(ydt);
-  std::vector<uint8_t> y(static_cast<size_t>(m * ld) * es, 0xA5);
+  PaddedRows y(ydt, m, n, 2);
   GemvOptions o;
   o.isa = isa;
   o.threads = threads;
-  gemv(xv, wt.w, TensorView(y.data() + pad * es, ydt, {m, n}, {ld, 1}), o);
+  gemv(xv, wt.w, y.view(), o);
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t p = 0; p < pad * static_cast<int64_t>(es); ++p) {
-      ASSERT_EQ(y[i * ld * es + p], 0xA5) << "sentinel before row " << i;
-      ASSERT_EQ(y[(i * ld + pad + n) * es + p], 0xA5) << "sentinel after row " << i;
-    }
+    ASSERT_TRUE(y.sentinels_intact(i));
     for (int64_t j = 0; j < n; ++j) {
-      double ref = 0, mag = 0;
-      for (int64_t c = 0; c < k; ++c) {
-        ref += static_cast<double>(x[i * k + c]) * wt.deq[j * k + c];
-        mag += std::fabs(static_cast<double>(x[i * k + c]) * wt.deq[j * k + c]);
-      }
-      const uint8_t* cell = y.data() + (i * ld + pad + j) * es;
-      double got;
-      if (ydt == DType::kF32) {
-        float f;
-        std::memcpy(&f, cell, 4);
-        got = f;
-      } else {
-        uint16_t h;
-        std::memcpy(&h, cell, 2);
-        got = bf16_to_f32(h);
-      }
+      const auto [ref, mag] = reference_dot(x.data() + i * k, wt.deq.data() + j * k, k);
+      const double got = y.get(i, j);
       double tol = 1e-5 * mag + (ydt == DType::kBF16 ? std::ldexp(std::fabs(ref), -8) : 0.0) + 1e-30;
       if (fixed_point_row(wt.w.w.dtype() == DType::kU8, isa, m, i)) {
         const std::vector<double> wd(wt.deq.begin() + j * k, wt.deq.begin() + (j + 1) * k);
@@ -406,16 +383,6 @@ TEST(Gemv, EmptyShapes) {
   gemv(TensorView(x.data(), DType::kF32, {1, 0}), {TensorView(w.data(), DType::kF32, {4, 0})},
        TensorView(y.data(), DType::kF32, {1, 4}));
   for (float v : y) EXPECT_EQ(v, 0.0f);
-}
-
-template <class Fn>
-void expect_invalid(Fn&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one mentioning: " << needle;
-  } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), HasSubstr(needle));
-  }
 }
 
 TEST(Gemv, ValidationErrorsSayWhatWasExpected) {

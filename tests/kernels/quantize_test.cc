@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/kernels_testing.h"
 #include "sinew/core/error.h"
 #include "sinew/kernels/formats.h"
 #include "sinew/tensor/dtype.h"
@@ -20,10 +21,10 @@
 namespace sinew::kernels {
 namespace {
 
-using ::testing::HasSubstr;
-
-constexpr uint8_t kSentinel = 0xA5;
-constexpr size_t kGuard = 64;
+using testing::expect_invalid;
+using testing::kGuard;
+using testing::kSentinel;
+using testing::random_matrix;
 
 // A buffer with sentinel bytes on both sides.
 struct Guarded {
@@ -37,15 +38,6 @@ struct Guarded {
   }
 };
 
-std::vector<float> random_matrix(int64_t rows, int64_t cols, uint32_t seed, float spread = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::uniform_real_distribution<float> ex(-spread, spread);
-  std::vector<float> v(static_cast<size_t>(rows * cols));
-  // Magnitudes over a few binades so blocks get different scales.
-  for (auto& x : v) x = nd(rng) * std::exp2(ex(rng));
-  return v;
-}
 
 struct Elem {
   DType dtype;
@@ -260,7 +252,7 @@ TEST(Quantize, Bf16InputMatchesItsF32Value) {
 
 TEST(Quantize, StridedInputAndOutput) {
   const int64_t rows = 6, cols = 64;
-  const auto x = random_matrix(rows, cols, 11);
+  const auto x = random_matrix(rows, cols, 11, 1.0f);
   std::vector<float> xt(x.size());  // column-major copy
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) xt[c * rows + r] = x[r * cols + c];
@@ -279,7 +271,7 @@ TEST(Quantize, StridedInputAndOutput) {
 
 TEST(Quantize, ThreadCountDoesNotChangeTheResult) {
   const int64_t rows = 300, cols = 256;
-  const auto x = random_matrix(rows, cols, 5);
+  const auto x = random_matrix(rows, cols, 5, 1.0f);
   for (ScaleRecipe r : {ScaleRecipe::kTensorwise, ScaleRecipe::kBlock128x128, ScaleRecipe::kNVFP4}) {
     const Elem e = r == ScaleRecipe::kNVFP4 ? kE2M1 : kE4M3;
     Case a(r, ScaleLayout::kRowMajor, e, rows, cols), b(r, ScaleLayout::kRowMajor, e, rows, cols);
@@ -331,16 +323,6 @@ TEST(Quantize, Nvfp4GlobalScaleIsAmaxOver448Times6) {
   EXPECT_EQ(nvfp4_global_scale(TensorView(z.data(), DType::kF32, {2, 2})), 1.0f);
   x[0] = 5376.0f;
   EXPECT_EQ(nvfp4_global_scale(TensorView(x.data(), DType::kF32, {2, 2})), 2.0f);
-}
-
-template <class Fn>
-void expect_invalid(Fn&& fn, const std::string& needle) {
-  try {
-    fn();
-    FAIL() << "no error; expected one mentioning: " << needle;
-  } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), HasSubstr(needle));
-  }
 }
 
 TEST(Quantize, ValidationErrorsSayWhatWasExpected) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernels_testing.h"
 #include "sinew/core/error.h"
 #include "sinew/kernels/quantize.h"
 #include "sinew/tensor/dtype.h"
@@ -19,16 +20,9 @@
 namespace sinew::kernels {
 namespace {
 
-using ::testing::HasSubstr;
-
-std::vector<float> random_matrix(int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::uniform_real_distribution<float> ex(-4.0f, 4.0f);
-  std::vector<float> v(static_cast<size_t>(rows * cols));
-  for (auto& x : v) x = nd(rng) * std::exp2(ex(rng));
-  return v;
-}
+using testing::expect_invalid;
+using testing::PaddedRows;
+using testing::reference_dot;
 
 TensorView transposed(const TensorView& t) {
   if (t.dim() != 2) return t;
@@ -42,7 +36,7 @@ struct Operand {
   QuantizedMatrix q;
 
   Operand(int64_t rows, int64_t k, DType elem, ScaleRecipe r, ScaleLayout layout, bool two_level, uint32_t seed)
-      : x(random_matrix(rows, k, seed)) {
+      : x(testing::random_matrix(rows, k, seed, 4.0f)) {
     const ScaleSpec spec = scale_spec(r, layout, rows, k);
     int64_t extent = 1;
     for (size_t i = 0; i < spec.shape.size(); ++i) extent += (spec.shape[i] - 1) * spec.strides[i];
@@ -91,36 +85,16 @@ void check(const Recipe& rc, int64_t m, int64_t n, int64_t k, DType out_dtype, b
     o.global_scale_a = a.q.global_scale;
     o.global_scale_b = w.q.global_scale;
   }
-  const int64_t pad = 3, ld = n + 2 * pad;
-  const size_t es = dtype_size(out_dtype);
-  std::vector<uint8_t> out(static_cast<size_t>(m * ld) * es, 0xA5);
-  scaled_mm(a.q.data, b, a.q.scale, scale_b, TensorView(out.data() + pad * es, out_dtype, {m, n}, {ld, 1}), o);
+  PaddedRows out(out_dtype, m, n, 3);
+  scaled_mm(a.q.data, b, a.q.scale, scale_b, out.view(), o);
 
   const auto da = a.dequantized(), dw = w.dequantized();
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t p = 0; p < pad; ++p)
-      for (size_t byte = 0; byte < es; ++byte) {
-        ASSERT_EQ(out[(i * ld + p) * es + byte], 0xA5) << "sentinel before row " << i;
-        ASSERT_EQ(out[(i * ld + pad + n + p) * es + byte], 0xA5) << "sentinel after row " << i;
-      }
+    ASSERT_TRUE(out.sentinels_intact(i));
     for (int64_t j = 0; j < n; ++j) {
-      double ref = 0, mag = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        ref += static_cast<double>(da[i * k + p]) * dw[j * k + p];
-        mag += std::fabs(static_cast<double>(da[i * k + p]) * dw[j * k + p]);
-      }
+      auto [ref, mag] = reference_dot(da.data() + i * k, dw.data() + j * k, k);
       if (bias) ref += bf16_to_f32(bias_v[j]);
-      const uint8_t* cell = out.data() + (i * ld + pad + j) * es;
-      double got;
-      if (out_dtype == DType::kF32) {
-        float f;
-        std::memcpy(&f, cell, 4);
-        got = f;
-      } else {
-        uint16_t h;
-        std::memcpy(&h, cell, 2);
-        got = bf16_to_f32(h);
-      }
+      const double got = out.get(i, j);
       const double tol = 1e-5 * mag + (out_dtype == DType::kBF16 ? std::ldexp(std::fabs(ref), -8) : 0.0) + 1e-30;
       ASSERT_NEAR(got, ref, tol) << "at " << i << "," << j;
     }
@@ -179,16 +153,6 @@ TEST(ScaledMm, EmptyShapes) {
   // M = 0 writes nothing.
   scaled_mm(TensorView(a.data(), kE4, {0, 16}), TensorView(b.data(), kE4, {16, 16}, {1, 16}), sv, sv,
             TensorView(out.data(), DType::kF32, {0, 16}));
-}
-
-template <class Fn>
-void expect_invalid(Fn&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one mentioning: " << needle;
-  } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), HasSubstr(needle));
-  }
 }
 
 TEST(ScaledMm, ValidationErrorsSayWhatWasExpected) {

@@ -15,10 +15,6 @@
 namespace sinew::linalg {
 namespace {
 
-// Split even tiny steps across threads, so that the threaded code paths of
-// single matrices run at test sizes (read once, before the first call).
-[[maybe_unused]] const bool kSplitAlways = setenv("SINEW_LINALG_FORK_JOIN_FLOPS", "0", 1) == 0;
-
 using namespace testing;
 using ::testing::HasSubstr;
 

@@ -1,6 +1,7 @@
 // Shared helpers of the linalg tests: small dense matrices in either layout,
 // random and structured inputs, norms and residuals accumulated in long
-// double, and a fixture that runs a test on each ISA copy of the routines.
+// double, a fixture that runs a test on each ISA copy of the routines, and
+// the fork-join threshold every linalg test runs with.
 #pragma once
 
 #include <cblas.h>
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -17,6 +19,10 @@
 #include "sinew/tensor/tensor_view.h"
 
 namespace sinew::linalg::testing {
+
+// Split even tiny steps across threads, so that the threaded code paths of
+// single matrices run at test sizes (read once, before the first call).
+[[maybe_unused]] inline const bool kSplitAlways = setenv("SINEW_LINALG_FORK_JOIN_FLOPS", "0", 1) == 0;
 
 // Runs the LAPACK references on one OpenBLAS thread while it lives.
 // OpenBLAS 0.3.21 on a CPU it does not recognize (it falls back to its

@@ -68,36 +68,21 @@ void check_abort(ProcessGroup& world, CheckLog& log) {
 }  // namespace
 
 int main() {
-  int rank = -1, passed = 0, failed = 0;
-  auto report = [&](const std::string& name, const CheckLog& log) {
-    passed += log.passed;
-    failed += static_cast<int>(log.failures.size());
-    for (const auto& f : log.failures) std::printf("[rank %d] FAILED %s: %s\n", rank, name.c_str(), f.c_str());
-  };
+  checks::CheckTally tally;
   try {
     auto world = mpi_group(30s);
     world->wait_ready(Deadline::after(60s));
-    rank = world->rank();
-    for (const auto& check : checks::all_checks()) {
-      CheckLog log;
-      checks::guarded(log, check.name, [&] { check.fn(*world, log); });
-      report(check.name, log);
-    }
+    tally.rank = world->rank();
+    for (const auto& check : checks::all_checks())
+      tally.run(check.name, [&](CheckLog& log) { check.fn(*world, log); });
     const std::pair<const char*, void (*)(ProcessGroup&, CheckLog&)> extra[] = {
         {"rank_size_must_match_mpi", check_rank_size_must_match_mpi},
         {"recv_timeout", check_recv_timeout},
         {"abort", check_abort},
     };
-    for (const auto& [name, fn] : extra) {
-      CheckLog log;
-      checks::guarded(log, name, [&] { fn(*world, log); });
-      report(name, log);
-    }
+    for (const auto& [name, fn] : extra) tally.run(name, [&](CheckLog& log) { fn(*world, log); });
   } catch (const std::exception& e) {
-    std::printf("[rank %d] FAILED setup: %s\n", rank, e.what());
-    ++failed;
+    tally.setup_failed(e);
   }
-  std::printf("[rank %d] %d passed, %d failed\n", rank, passed, failed);
-  std::fflush(stdout);
-  return failed == 0 ? 0 : 1;
+  return tally.finish();
 }

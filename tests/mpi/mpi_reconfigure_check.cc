@@ -333,11 +333,11 @@ void survive_killed_ranks(Ctx c, CheckLog& log) {
 
 int main(int argc, char** argv) {
   const bool kill_mode = argc > 1 && std::string(argv[1]) == "--kill";
-  int rank = -1, passed = 0, failed = 0;
+  checks::CheckTally tally;
   try {
     // Exchanges handles; in --kill mode the dead rank's group is not used after.
     auto world = mpi_group(kLong);
-    rank = world->rank();
+    tally.rank = world->rank();
     Ctx c{*world, world->rank(), world->size()};
     using Case = void (*)(Ctx, CheckLog&);
     std::vector<std::pair<const char*, Case>> cases;
@@ -359,19 +359,9 @@ int main(int argc, char** argv) {
                {"mismatched_lists_rejected", mismatched_lists_rejected},
                {"reconfigure_times_out", reconfigure_times_out}};
     }
-    for (const auto& [name, fn] : cases) {
-      CheckLog log;
-      checks::guarded(log, name, [&, fn = fn] { fn(c, log); });
-      passed += log.passed;
-      failed += static_cast<int>(log.failures.size());
-      for (const auto& f : log.failures) std::printf("[rank %d] FAILED %s: %s\n", rank, name, f.c_str());
-      std::fflush(stdout);
-    }
+    for (const auto& [name, fn] : cases) tally.run(name, [&, fn = fn](CheckLog& log) { fn(c, log); });
   } catch (const std::exception& e) {
-    std::printf("[rank %d] FAILED setup: %s\n", rank, e.what());
-    ++failed;
+    tally.setup_failed(e);
   }
-  std::printf("[rank %d] %d passed, %d failed\n", rank, passed, failed);
-  std::fflush(stdout);
-  return failed == 0 ? 0 : 1;
+  return tally.finish();
 }

@@ -1,6 +1,7 @@
-// `sinew fr` end to end: synthetic flight-recorder dumps written to a temp
-// folder, the built CLI run on them, and its report, table, trace and
-// pickles checked.
+// The Flight Recorder analyzer (sinew::fr_analyze): synthetic dumps written
+// to a temp folder, read and analyzed in-process, and the report, table,
+// trace and JSON checked; a few cases run the built `sinew fr` end to end
+// (exit codes, usage errors, the pickles Python reads back).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -15,7 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "sinew/core/error.h"
+#include "sinew/dist/fr_analyze.h"
+
 namespace {
+
+namespace fr = sinew::dist::fr;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -82,6 +88,29 @@ Run sinew(const std::vector<std::string>& args, const TempDir& tmp) {
 }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// What `sinew fr analyze` does with its options, in-process: out is the
+// report (or with `table` the per-rank table), err the loader's warnings, rc
+// the exit code.
+struct Args {
+  std::vector<int> ranks;
+  std::vector<std::string> groups;
+  bool table = false;
+  std::string prefix;
+};
+
+Run analyze_dir(const fs::path& dir, const Args& args = {}) {
+  auto loaded = fr::load_dumps({dir.string()}, args.prefix);
+  Run r;
+  for (const auto& w : loaded.warnings) r.err += w + "\n";
+  const fr::Filter f{args.ranks, args.groups};
+  auto a = fr::analyze(loaded.dumps);
+  fr::check_filter(a, f);
+  auto report = fr::make_report(a, f);
+  r.out = args.table ? fr::render_table(a, f) : fr::render_text(report, loaded, a, f);
+  r.rc = report.exit_code();
+  return r;
+}
 
 // --- dump builders (docs/flight_recorder.md) --------------------------------
 
@@ -224,6 +253,12 @@ void write_job(const fs::path& dir, const std::vector<RankDump>& job) {
   for (const auto& d : job) write_dump(dir / ("sinew_fr_trace_rank_" + std::to_string(d.rank)), d);
 }
 
+// Writes `job` to <tmp>/d and analyzes it.
+Run analyze_job(const TempDir& tmp, const std::vector<RankDump>& job, const Args& args = {}) {
+  write_job(tmp / "d", job);
+  return analyze_dir(tmp / "d", args);
+}
+
 // --- analyze -----------------------------------------------------------------
 
 TEST(FrAnalyze, HangNamesTheSkippedCollectiveTheMissingRankAndWhatItLastCompleted) {
@@ -261,8 +296,7 @@ TEST(FrAnalyze, CleanJobMatchesAndExitsZero) {
     d.ops.push_back(Op{.seq = 2, .op = "recv", .in = json::array(), .out = S({{16}}), .p2p = true, .peer = (r + 3) % 4});
     job.push_back(d);
   }
-  write_job(tmp / "d", job);
-  auto r = sinew({"fr", "analyze", (tmp / "d").string()}, tmp);
+  auto r = analyze_job(tmp, job);
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_THAT(first_line(r.out), HasSubstr("no culprit"));
   EXPECT_THAT(r.out, HasSubstr("ranks [0, 1, 2, 3]: 10 matched"));
@@ -278,8 +312,7 @@ TEST(FrAnalyze, AllgatherAcrossEightRanksWithFourShapesRecordedMatches) {
                        .extra = {{"input_count", 1}, {"output_count", 8}}});
     job.push_back(d);
   }
-  write_job(tmp / "d", job);
-  auto r = sinew({"fr", "analyze", (tmp / "d").string()}, tmp);
+  auto r = analyze_job(tmp, job);
   EXPECT_EQ(r.rc, 0) << r.out;
 }
 
@@ -316,8 +349,7 @@ TEST(FrAnalyze, SizeDtypeAndTypeMismatchesAreClassifiedAndTheOddRankNamed) {
       for (int64_t s = 1; s <= 5; ++s) d.ops.push_back(s != 3 ? Op{.seq = s} : r == c.odd_rank ? c.odd : c.base);
       job.push_back(d);
     }
-    write_job(tmp / "d", job);
-    auto r = sinew({"fr", "analyze", (tmp / "d").string()}, tmp);
+    auto r = analyze_job(tmp, job);
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_EQ(first_line(r.out), "culprit: group default@e0 " + c.headline) << r.out;
   }
@@ -340,7 +372,7 @@ TEST(FrAnalyze, TruncatedGarbageEmptyBinaryAndForeignFilesAreSkippedNotFatal) {
   write(dir / "pytorch_pickle_rank_0", std::string("\x80\x02}q\x00.", 6));
   write(dir / "other.json", R"({"format": "something-else", "rank": 0})");
   write(dir / "cut_early_5", R"({"format": "sinew-fr", "ra)");
-  auto r = sinew({"fr", "analyze", dir.string()}, tmp);
+  auto r = analyze_dir(dir);
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
   EXPECT_THAT(first_line(r.out), HasSubstr("collective #12 allreduce " + kDash + " rank(s) [1] never joined"));
   EXPECT_THAT(r.err, HasSubstr("garbage.txt: not a JSON object"));
@@ -370,14 +402,13 @@ TEST(FrAnalyze, WrappedRingStillNamesTheCulpritAndDoesNotCallDroppedSeqsMissing)
     d.status["default@e0"] = {{"dropped", range.first - 1}, {"last_dropped_collective", range.first - 1}};
     job.push_back(d);
   }
-  write_job(tmp / "d", job);
-  auto r = sinew({"fr", "analyze", (tmp / "d").string()}, tmp);
+  auto r = analyze_job(tmp, job);
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_THAT(first_line(r.out), HasSubstr("collective #1012 allreduce " + kDash +
                                            " rank(s) [2] never joined; rank 2 last completed #1011 allreduce"));
   EXPECT_THAT(r.out, HasSubstr("ranks [0, 1, 2, 3]: 22 matched, 1 missing ranks"));
   EXPECT_THAT(r.out, HasSubstr("rank 0: ring wrapped; default@e0 lost 1000 entries (collectives through #1000)"));
-  auto table = sinew({"fr", "analyze", "-j", (tmp / "d").string()}, tmp);
+  auto table = analyze_dir(tmp / "d", {.table = true});
   EXPECT_THAT(table.out, HasSubstr("dropped"));
   size_t missing = 0;
   for (size_t at = table.out.find("MISSING"); at != std::string::npos; at = table.out.find("MISSING", at + 1)) ++missing;
@@ -396,14 +427,14 @@ TEST(FrAnalyze, OddFileNamesAndDuplicateRanksUseTheNewestDump) {
   stale.ops.push_back(Op{.seq = 1, .state = "started"});
   stale.dump_time_ns = kT0;
   write_dump(dir / "old_rank1_copy", stale);
-  auto r = sinew({"fr", "analyze", dir.string()}, tmp);
+  auto r = analyze_dir(dir);
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
   EXPECT_THAT(first_line(r.out), HasSubstr("rank(s) [2] never joined; rank 2 last completed #11"));
   EXPECT_THAT(r.err, HasSubstr("rank 1: two dumps"));
   EXPECT_THAT(r.err, HasSubstr("using the newer " + (dir / "x").string()));
   EXPECT_THAT(r.out, HasSubstr("11 matched, 1 missing ranks"));
 
-  auto only = sinew({"fr", "analyze", "--prefix", "weird", dir.string()}, tmp);
+  auto only = analyze_dir(dir, {.prefix = "weird"});
   EXPECT_THAT(only.out, HasSubstr("dumps: rank(s) [0] of world 4"));
 }
 
@@ -431,8 +462,7 @@ std::vector<RankDump> two_group_job(bool deadlock = false) {
 
 TEST(FrAnalyze, FollowsABlockedRankToTheGroupWhereTheWaitingStops) {
   TempDir tmp;
-  write_job(tmp / "d", two_group_job());
-  auto r = sinew({"fr", "analyze", (tmp / "d").string()}, tmp);
+  auto r = analyze_job(tmp, two_group_job());
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_THAT(first_line(r.out), HasSubstr("culprit: group tp@e0 collective #5 allreduce " + kDash +
                                            " rank(s) [3] never joined; rank 3 last completed #4 allreduce"));
@@ -444,8 +474,7 @@ TEST(FrAnalyze, FollowsABlockedRankToTheGroupWhereTheWaitingStops) {
 
 TEST(FrAnalyze, RanksWaitingOnEachOtherAcrossGroupsAreCalledADeadlock) {
   TempDir tmp;
-  write_job(tmp / "d", two_group_job(/*deadlock=*/true));
-  auto r = sinew({"fr", "analyze", (tmp / "d").string()}, tmp);
+  auto r = analyze_job(tmp, two_group_job(/*deadlock=*/true));
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_THAT(first_line(r.out), HasSubstr("rank(s) [3] never joined"));
   EXPECT_THAT(first_line(r.out), HasSubstr("group tp@e0 collective #5"));
@@ -456,27 +485,27 @@ TEST(FrAnalyze, RanksWaitingOnEachOtherAcrossGroupsAreCalledADeadlock) {
 TEST(FrAnalyze, RankAndGroupFiltersAndTheTable) {
   TempDir tmp;
   write_job(tmp / "d", two_group_job());
-  const std::string dir = (tmp / "d").string();
+  const fs::path dir = tmp / "d";
 
-  auto def = sinew({"fr", "analyze", "--group", "default", dir}, tmp);
+  auto def = analyze_dir(dir, {.groups = {"default"}});
   EXPECT_EQ(def.rc, 1);
   EXPECT_THAT(first_line(def.out), HasSubstr("group default@e0 collective #12"));
   EXPECT_THAT(def.out, Not(HasSubstr("tp@e0 (")));
 
-  auto tp = sinew({"fr", "analyze", "--group", "tp@e0", "--rank", "3", dir}, tmp);
+  auto tp = analyze_dir(dir, {.ranks = {3}, .groups = {"tp@e0"}});
   EXPECT_THAT(first_line(tp.out), HasSubstr("group tp@e0 collective #5"));
 
-  auto rank0 = sinew({"fr", "analyze", "--group", "tp", "--rank", "0", dir}, tmp);
+  auto rank0 = analyze_dir(dir, {.ranks = {0}, .groups = {"tp"}});
   EXPECT_EQ(rank0.rc, 0) << rank0.out;  // rank 0 is no member of tp
 
-  auto all = sinew({"fr", "analyze", "-j", dir}, tmp);
+  auto all = analyze_dir(dir, {.table = true});
   EXPECT_EQ(all.rc, 1);
   auto header = first_line(all.out);
   for (int r = 0; r < 4; ++r) EXPECT_THAT(header, HasSubstr("rank " + std::to_string(r)));
   EXPECT_THAT(all.out, HasSubstr("tp@e0       collective #5 allreduce"));
   EXPECT_THAT(all.out, HasSubstr("MISSING"));
 
-  auto some = sinew({"fr", "analyze", "-j", "--rank", "1,3", "--group", "tp", dir}, tmp);
+  auto some = analyze_dir(dir, {.ranks = {1, 3}, .groups = {"tp"}, .table = true});
   header = first_line(some.out);
   EXPECT_THAT(header, HasSubstr("rank 1"));
   EXPECT_THAT(header, HasSubstr("rank 3"));
@@ -499,8 +528,7 @@ TEST(FrAnalyze, PointToPointPairsAndAnUnansweredSend) {
     }
     job.push_back(d);
   }
-  write_job(tmp / "d", job);
-  auto r = sinew({"fr", "analyze", (tmp / "d").string()}, tmp);
+  auto r = analyze_job(tmp, job);
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_THAT(first_line(r.out), HasSubstr("group default@e0 p2p send 0->1 #2 " + kDash +
                                            " rank 1 never posted the matching recv"));
@@ -518,8 +546,7 @@ TEST(FrAnalyze, APeerWithoutADumpAndTheErrorsOthersRecorded) {
     d.reason = "peer_lost";
     job.push_back(d);
   }
-  write_job(tmp / "d", job);
-  auto r = sinew({"fr", "analyze", (tmp / "d").string()}, tmp);
+  auto r = analyze_job(tmp, job);
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_THAT(first_line(r.out), HasSubstr("collective #7 allreduce " + kDash +
                                            " failed: rank 0: PeerLostError: rank 2 closed its connection (and "
@@ -557,9 +584,8 @@ TEST(FrTimeline, OneProcessPerRankCompleteEventsAndPairedFlows) {
   auto job = hang_job(1);
   job[2].offset_ns = 7000;  // rank 2's clock runs 7 µs ahead of the store's
   write_job(tmp / "d", job);
-  auto r = sinew({"fr", "timeline", (tmp / "d").string(), "-o", (tmp / "trace.json").string()}, tmp);
-  ASSERT_EQ(r.rc, 0) << r.err;
-  json t = json::parse(slurp(tmp / "trace.json"));
+  auto loaded = fr::load_dumps({(tmp / "d").string()});
+  const json t = fr::make_timeline(fr::analyze(loaded.dumps), {});
   std::set<int> pids;
   std::map<int, std::string> names;
   std::map<int64_t, std::pair<int, int>> flows;  // id -> (s count, f count)
@@ -592,8 +618,54 @@ TEST(FrTimeline, OneProcessPerRankCompleteEventsAndPairedFlows) {
   for (const auto& [id, n] : flows) EXPECT_EQ(n, std::make_pair(1, 1)) << "flow " << id;
   const double on0 = ts[{0, "allreduce #5"}], on2 = ts[{2, "allreduce #5"}];
   EXPECT_DOUBLE_EQ(on0 - on2, 7.0);
-  auto unfinished = sinew({"fr", "timeline", (tmp / "d").string(), "-o", "-"}, tmp);
-  EXPECT_THAT(unfinished.out, HasSubstr("\"unfinished_at_dump\":true"));
+  EXPECT_THAT(t.dump(), HasSubstr("\"unfinished_at_dump\":true"));
+}
+
+// --- the library's own contract ------------------------------------------------
+
+TEST(FrLoad, AnUnknownFormatVersionIsRefusedNamingTheFileTheVersionAndTheSupportedOnes) {
+  TempDir tmp;
+  auto job = hang_job(1);
+  write_job(tmp / "d", job);
+  json future = job[2].doc();
+  future["format_version"] = 99;
+  const fs::path file = tmp / "d" / "sinew_fr_trace_rank_2";
+  write(file, future.dump());
+  try {
+    fr::load_dumps({(tmp / "d").string()});
+    FAIL() << "a dump of format_version 99 was read";
+  } catch (const sinew::InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr(file.string()));
+    EXPECT_THAT(e.what(), HasSubstr("got 99"));
+    EXPECT_THAT(e.what(), HasSubstr("one of [1]"));
+  }
+  std::string why;
+  EXPECT_THROW(fr::parse_dump(future.dump(), "x", why), sinew::InvalidArgument);
+  future["format_version"] = 1;
+  EXPECT_TRUE(fr::parse_dump(future.dump(), "x", why).has_value()) << why;
+}
+
+TEST(FrReport, TheReportAsJsonNamesTheCulpritAndCountsEachGroup) {
+  TempDir tmp;
+  write_job(tmp / "d", hang_job(1));
+  auto loaded = fr::load_dumps({(tmp / "d").string()});
+  auto a = fr::analyze(loaded.dumps);
+  auto report = fr::make_report(a, {});
+  ASSERT_TRUE(report.culprit.has_value());
+  EXPECT_EQ(report.exit_code(), 1);
+  const json j = fr::render_json(report, loaded, a, {});
+  EXPECT_EQ(j.at("headline"), report.headline);
+  EXPECT_EQ(first_line(fr::render_text(report, loaded, a, {})), report.headline);
+  EXPECT_EQ(j.at("exit_code"), 1);
+  const json& c = j.at("culprit");
+  EXPECT_EQ(c.at("group"), "default@e0");
+  EXPECT_EQ(c.at("seq"), 12);
+  EXPECT_EQ(c.at("kind"), "missing ranks");
+  EXPECT_EQ(c.at("blamed"), json::array({1}));
+  EXPECT_EQ(j.at("dumps").at("ranks"), json::array({0, 1, 2, 3}));
+  ASSERT_EQ(j.at("groups").size(), 1u);
+  EXPECT_EQ(j.at("groups")[0].at("counts").at("matched"), 11);
+  EXPECT_EQ(j.at("groups")[0].at("problems").size(), 1u);
 }
 
 // --- export --pickle ---------------------------------------------------------

@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "dist/store/tcp_store_protocol.h"
-#include "dist/store/unique_fd.h"
 #include "sinew/core/error.h"
+#include "sinew/core/unique_fd.h"
 #include "sinew/core/log.h"
 #include "sinew/dist/store.h"
 #include "sinew/dist/tcp_store.h"

@@ -7,21 +7,21 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 
 #include "sinew/core/error.h"
+#include "sinew/dist/fr_analyze.h"
+#include "tools/sinew/cli_parse.h"
 #include "tools/sinew/commands.h"
-#include "tools/sinew/fr_export.h"
-#include "tools/sinew/fr_load.h"
-#include "tools/sinew/fr_match.h"
-#include "tools/sinew/fr_report.h"
-#include "tools/sinew/fr_timeline.h"
 
 namespace sinew::cli {
 namespace {
+
+namespace fr = dist::fr;
 
 constexpr const char* kFooter = R"(
 Dumps are found by content, not name: every file under DIR (recursively)
@@ -54,16 +54,11 @@ fr::Filter make_filter(const CLI::App* cmd, const Opts& o) {
   if (!cmd->remaining().empty())
     throw InvalidArgument::make("argument", fmt::format("{}", fmt::join(cmd->remaining(), " ")),
                                 fmt::format("an option of `sinew fr {}` (see --help)", cmd->get_name()));
-  if (o.paths.empty())
-    throw InvalidArgument::make("DIR", "(none)", "one or more dump directories or files");
+  if (o.paths.empty()) throw InvalidArgument::make("DIR", "(none)", "one or more dump directories or files");
   fr::Filter f;
-  for (const auto& s : o.ranks) {
-    int r = -1;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), r);
-    if (ec != std::errc() || p != s.data() + s.size() || r < 0)
-      throw InvalidArgument::make("--rank", s, "a rank number >= 0");
-    f.ranks.push_back(r);
-  }
+  for (const auto& s : o.ranks)
+    f.ranks.push_back(
+        static_cast<int>(parse_int("--rank", s, 0, std::numeric_limits<int>::max(), "a rank number >= 0")));
   f.groups = o.groups;
   return f;
 }
@@ -77,22 +72,14 @@ fr::LoadResult load(const Opts& o) {
   return loaded;
 }
 
-// A --group that names no group is a typo, not a clean bill of health.
-void check_groups(const fr::Analysis& a, const fr::Filter& f) {
-  if (f.groups.empty() || std::any_of(a.groups.begin(), a.groups.end(), [&f](const fr::Group& g) { return f.group(g); }))
-    return;
-  std::vector<std::string> known;
-  for (const auto& g : a.groups) known.push_back(g.pg_id);
-  throw InvalidArgument::make("--group", fmt::format("{}", fmt::join(f.groups, ",")),
-                              fmt::format("a pg_id, name or description of one of {}", fmt::join(known, ", ")));
-}
-
 int analyze(const CLI::App* cmd, const Opts& o) {
   auto filter = make_filter(cmd, o);
   auto loaded = load(o);
   auto analysis = fr::analyze(loaded.dumps);
-  check_groups(analysis, filter);
-  return o.table ? fr::print_table(analysis, filter, stdout) : fr::print_report(loaded, analysis, filter, stdout);
+  fr::check_filter(analysis, filter);
+  auto report = fr::make_report(analysis, filter);
+  fmt::print("{}", o.table ? fr::render_table(analysis, filter) : fr::render_text(report, loaded, analysis, filter));
+  return report.exit_code();
 }
 
 int timeline(const CLI::App* cmd, const Opts& o) {
@@ -100,7 +87,7 @@ int timeline(const CLI::App* cmd, const Opts& o) {
   if (o.output.empty()) throw InvalidArgument::make("-o", "(none)", "the trace file to write (- for stdout)");
   auto loaded = load(o);
   auto analysis = fr::analyze(loaded.dumps);
-  check_groups(analysis, filter);
+  fr::check_filter(analysis, filter);
   auto trace = fr::make_timeline(analysis, filter);
   std::string text = trace.dump();
   if (o.output == "-") {

@@ -10,13 +10,20 @@
 namespace sinew::cli {
 
 void add_env_command(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand("env", "List the SINEW_* environment tunables and their values");
+  auto* cmd = app.add_subcommand("env", "List every environment variable sinew reads, its default and value");
   cmd->callback([&rc] {
-    for (const auto& p : all_env_params()) {
-      auto v = getenv_opt(p.name.c_str());
-      fmt::print("{:<36} {:<7} default {:<10} {}{}\n", p.name, p.type, p.default_value, p.help,
-                 v ? fmt::format(" (set: {})", *v) : "");
-    }
+    auto print = [](EnvSource source) {
+      for (const auto& p : all_env_params(source)) {
+        auto v = getenv_opt(p.name.c_str());
+        fmt::print("{:<36} {:<7} default {:<10} {}{}\n", p.name, p.type,
+                   p.default_value.empty() ? "(unset)" : p.default_value, p.help,
+                   v ? fmt::format(" (set: {})", *v) : "");
+      }
+    };
+    print(EnvSource::kTunable);
+    fmt::print("\nThe launch protocol and the system's variables (set by torchrun, sinew run, mpirun, "
+               "srun or the shell):\n");
+    print(EnvSource::kLauncher);
     rc = 0;
   });
 }

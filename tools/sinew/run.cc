@@ -4,15 +4,19 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <limits>
 #include <set>
 
 #include "sinew/core/env.h"
 #include "sinew/core/error.h"
+#include "sinew/dist/launch_protocol.h"
 #include "sinew/dist/tcp_store.h"
+#include "tools/sinew/cli_parse.h"
 #include "tools/sinew/commands.h"
 #include "tools/sinew/run_job.h"
 
@@ -109,13 +113,8 @@ const EnvParam<bool> kFaultTolerant{"SINEW_RUN_FAULT_TOLERANT", false,
                                     "sinew run --fault-tolerant: a worker killed by a signal does not "
                                     "stop the others"};
 
-int parse_int(const std::string& option, const std::string& text, int lo,
-              const std::string& expected) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < lo)
-    throw InvalidArgument::make(option, fmt::format("'{}'", text), expected);
-  return v;
+int parse_int(const std::string& option, const std::string& text, int lo, const std::string& expected) {
+  return static_cast<int>(cli::parse_int(option, text, lo, std::numeric_limits<int>::max(), expected));
 }
 
 int cpu_count() {
@@ -166,15 +165,9 @@ std::pair<std::string, std::optional<int>> parse_endpoint(const std::string& tex
 
 std::set<int> parse_rank_list(const std::string& text) {
   std::set<int> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    std::string item =
-        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    out.insert(parse_int("--local-ranks-filter", item, 0, "a comma list of local ranks, e.g. 0,2"));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
+  for (int r : parse_int_list32("--local-ranks-filter", text, 0, std::numeric_limits<int>::max(),
+                                "a comma list of local ranks, e.g. 0,2"))
+    out.insert(r);
   return out;
 }
 
@@ -263,6 +256,14 @@ RunConfig make_config(const RunArgs& a) {
   return c;
 }
 
+// torchrun's environment spelling of an option, PET_<OPTION>: --nproc-per-node
+// reads PET_NPROC_PER_NODE.
+CLI::Option* pet(CLI::Option* option) {
+  std::string name = option->get_lnames().front();
+  for (char& ch : name) ch = ch == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return option->envname("PET_" + name);
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app, int& rc) {
@@ -270,65 +271,48 @@ void add_run_command(CLI::App& app, int& rc) {
                                  "Launch PROGRAM as workers on this node (torchrun-compatible): "
                                  "sinew run [options] PROGRAM [ARGS...]");
   auto a = std::make_shared<RunArgs>();
-  cmd->add_option("--nproc-per-node,--nproc_per_node", a->nproc,
-                  "Workers on this node: a number, or 'auto'/'cpu' for the number of CPUs")
-      ->envname("PET_NPROC_PER_NODE")
+  pet(cmd->add_option("--nproc-per-node,--nproc_per_node", a->nproc,
+                  "Workers on this node: a number, or 'auto'/'cpu' for the number of CPUs"))
       ->capture_default_str();
-  cmd->add_option("--nnodes", a->nnodes, "Number of nodes: N (or N:N)")
-      ->envname("PET_NNODES")
+  pet(cmd->add_option("--nnodes", a->nnodes, "Number of nodes: N (or N:N)"))
       ->capture_default_str();
-  cmd->add_option("--node-rank,--node_rank", a->node_rank, "This node's rank, 0 .. nnodes-1")
-      ->envname("PET_NODE_RANK")
+  pet(cmd->add_option("--node-rank,--node_rank", a->node_rank, "This node's rank, 0 .. nnodes-1"))
       ->capture_default_str();
-  cmd->add_option("--rdzv-endpoint,--rdzv_endpoint", a->rdzv_endpoint,
-                  "HOST:PORT where node 0's launcher hosts the job store")
-      ->envname("PET_RDZV_ENDPOINT");
-  cmd->add_option("--rdzv-id,--rdzv_id", a->rdzv_id,
-                  "Run id, the same on every node (default 'none'; random with --standalone)")
-      ->envname("PET_RDZV_ID");
-  cmd->add_option("--rdzv-backend,--rdzv_backend", a->rdzv_backend,
-                  "static or c10d; both mean sinew's launcher-hosted TCP store")
-      ->envname("PET_RDZV_BACKEND")
+  pet(cmd->add_option("--rdzv-endpoint,--rdzv_endpoint", a->rdzv_endpoint,
+                  "HOST:PORT where node 0's launcher hosts the job store"));
+  pet(cmd->add_option("--rdzv-id,--rdzv_id", a->rdzv_id,
+                      "Run id, the same on every node (default 'none'; random with --standalone)"));
+  pet(cmd->add_option("--rdzv-backend,--rdzv_backend", a->rdzv_backend,
+                      "static or c10d; both mean sinew's launcher-hosted TCP store"))
       ->capture_default_str();
-  cmd->add_flag("--standalone", a->standalone,
-                "Single node: host the store on 127.0.0.1 at a free port, with a random run id")
-      ->envname("PET_STANDALONE");
-  cmd->add_option("--max-restarts,--max_restarts", a->max_restarts,
+  pet(cmd->add_flag("--standalone", a->standalone,
+                "Single node: host the store on 127.0.0.1 at a free port, with a random run id"));
+  pet(cmd->add_option("--max-restarts,--max_restarts", a->max_restarts,
                   "Restart all workers up to this many times after a failure (with "
-                  "--fault-tolerant: respawn a killed worker as a joiner)")
-      ->envname("PET_MAX_RESTARTS")
+                  "--fault-tolerant: respawn a killed worker as a joiner)"))
       ->capture_default_str();
-  cmd->add_flag("--fault-tolerant,--fault_tolerant", a->fault_tolerant,
-                "A worker killed by a signal does not stop the others; exit 0 if the rest "
-                "exit 0 (also SINEW_RUN_FAULT_TOLERANT)")
-      ->envname("PET_FAULT_TOLERANT");
-  cmd->add_option("--monitor-interval,--monitor_interval", a->monitor_interval,
-                  "Seconds between checks of the other nodes' state")
-      ->envname("PET_MONITOR_INTERVAL")
+  pet(cmd->add_flag("--fault-tolerant,--fault_tolerant", a->fault_tolerant,
+                    "A worker killed by a signal does not stop the others; exit 0 if the rest "
+                    "exit 0 (also SINEW_RUN_FAULT_TOLERANT)"));
+  pet(cmd->add_option("--monitor-interval,--monitor_interval", a->monitor_interval,
+                  "Seconds between checks of the other nodes' state"))
       ->capture_default_str();
-  cmd->add_option("--log-dir,--log_dir", a->log_dir,
-                  "Write each worker's stdout/stderr under this directory")
-      ->envname("PET_LOG_DIR");
-  cmd->add_option(
+  pet(cmd->add_option("--log-dir,--log_dir", a->log_dir,
+                  "Write each worker's stdout/stderr under this directory"));
+  pet(cmd->add_option(
          "-t,--tee", a->tee,
-         "Copy streams to the log files as well as the console: 1 stdout, 2 stderr, 3 both")
-      ->envname("PET_TEE");
-  cmd->add_option("-r,--redirects", a->redirects,
-                  "Send streams only to the log files: 1 stdout, 2 stderr, 3 both")
-      ->envname("PET_REDIRECTS");
-  cmd->add_option("--local-ranks-filter,--local_ranks_filter", a->local_ranks_filter,
-                  "Show only these local ranks' output on the console, e.g. 0,2")
-      ->envname("PET_LOCAL_RANKS_FILTER");
-  cmd->add_option("--master-addr,--master_addr", a->master_addr,
-                  "Store host for --rdzv-backend static when no --rdzv-endpoint is given")
-      ->envname("PET_MASTER_ADDR");
-  auto* port = cmd->add_option("--master-port,--master_port", a->master_port,
+         "Copy streams to the log files as well as the console: 1 stdout, 2 stderr, 3 both"));
+  pet(cmd->add_option("-r,--redirects", a->redirects,
+                  "Send streams only to the log files: 1 stdout, 2 stderr, 3 both"));
+  pet(cmd->add_option("--local-ranks-filter,--local_ranks_filter", a->local_ranks_filter,
+                  "Show only these local ranks' output on the console, e.g. 0,2"));
+  pet(cmd->add_option("--master-addr,--master_addr", a->master_addr,
+                  "Store host for --rdzv-backend static when no --rdzv-endpoint is given"));
+  auto* port = pet(cmd->add_option("--master-port,--master_port", a->master_port,
                                "Store port for --rdzv-backend static (default 29500 with "
-                               "--nnodes > 1, a free port on one node)")
-                   ->envname("PET_MASTER_PORT");
-  cmd->add_flag("--no-python,--no_python", a->no_python,
-                "Accepted for torchrun compatibility; PROGRAM is always executed directly")
-      ->envname("PET_NO_PYTHON");
+                               "--nnodes > 1, a free port on one node)"));
+  pet(cmd->add_flag("--no-python,--no_python", a->no_python,
+                    "Accepted for torchrun compatibility; PROGRAM is always executed directly"));
   cmd->add_option("--backend", a->backend,
                   "Collective backend for the workers (exported as SINEW_BACKEND)");
   cmd->add_option("--store-token", a->store_token,

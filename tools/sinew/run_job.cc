@@ -14,12 +14,16 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 
 #include "sinew/core/env.h"
+#include "sinew/core/host.h"
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
+#include "sinew/dist/launch_protocol.h"
+#include "tools/sinew/cli_parse.h"
 #include "sinew/dist/tcp_store.h"
 #include "tools/sinew/run_workers.h"
 
@@ -27,6 +31,9 @@ extern char** environ;
 
 namespace sinew::cli {
 namespace {
+
+namespace env = dist::launch::env;
+namespace keys = dist::launch::keys;
 
 const EnvParam<int64_t> kKillGraceS{"SINEW_RUN_KILL_GRACE_S", 5,
                                     "seconds sinew run waits after signalling workers to stop "
@@ -45,12 +52,6 @@ struct Interrupted {
   int sig;
 };
 
-std::string hostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
-
 Millis millis(double seconds) { return Millis(static_cast<int64_t>(seconds * 1000)); }
 
 // Sleeps up to `wait`, returning early (by throwing) if the launcher is signalled.
@@ -62,7 +63,7 @@ void sleep_unless_signalled(SignalWatch& signals, Millis wait) {
 }
 
 // The launchers of all nodes agree on each attempt through keys in the job
-// store, under "sinew_run/<run id>/a<attempt>/".
+// store, under keys::run_space(run id).
 class Rendezvous {
  public:
   Rendezvous(const RunConfig& c, const std::string& token, SignalWatch& signals)
@@ -85,7 +86,7 @@ class Rendezvous {
     for (;;) {
       try {
         raw_ = dist::make_tcp_store(o);
-        store_ = dist::make_prefix_store("sinew_run/" + c.run_id, raw_);
+        store_ = dist::make_prefix_store(keys::run_space(c.run_id), raw_);
         break;
       } catch (const RecoverableError& e) {
         if (deadline.expired())
@@ -109,16 +110,15 @@ class Rendezvous {
   // Waits for every node's launcher to join `attempt`; nodes may run
   // different numbers of workers, ranked in node order.
   Membership join(int attempt) {
-    store_->set(key(attempt, fmt::format("nproc/{}", c_.node_rank)),
-                std::to_string(c_.nproc_per_node));
-    std::vector<std::string> keys;
-    for (int n = 0; n < c_.nnodes; ++n) keys.push_back(key(attempt, fmt::format("nproc/{}", n)));
+    store_->set(keys::run_nproc(attempt, c_.node_rank), std::to_string(c_.nproc_per_node));
+    std::vector<std::string> nproc_keys;
+    for (int n = 0; n < c_.nnodes; ++n) nproc_keys.push_back(keys::run_nproc(attempt, n));
     Deadline deadline = Deadline::after(std::chrono::seconds(kJoinTimeoutS.get()));
-    while (!store_->check(keys)) {
+    while (!store_->check(nproc_keys)) {
       if (deadline.expired()) {
         std::vector<int> missing;
         for (int n = 0; n < c_.nnodes; ++n)
-          if (!store_->check({keys[n]})) missing.push_back(n);
+          if (!store_->check({nproc_keys[n]})) missing.push_back(n);
         throw TimeoutError(
             fmt::format("sinew run: node ranks {} did not join attempt {} within {} s "
                         "(SINEW_RUN_JOIN_TIMEOUT_S); start `sinew run` on every node with the same "
@@ -128,15 +128,12 @@ class Rendezvous {
       sleep_unless_signalled(signals_, poll_interval());
     }
     Membership m;
-    auto values = store_->multi_get(keys);
+    auto values = store_->multi_get(nproc_keys);
     for (int n = 0; n < c_.nnodes; ++n) {
       std::string text = dist::to_string(values[n]);
-      int v = 0;
-      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (ec != std::errc() || end != text.data() + text.size() || v < 1)
-        throw InvalidArgument::make(keys[n], fmt::format("'{}'", text),
-                                    "a worker count written by `sinew run` (is another job "
-                                    "using the same --rdzv-id and store?)");
+      const int v = static_cast<int>(parse_int(nproc_keys[n], text, 1, std::numeric_limits<int>::max(),
+                                               "a worker count written by `sinew run` (is another job "
+                                               "using the same --rdzv-id and store?)"));
       if (n < c_.node_rank) m.rank_offset += v;
       m.world_size += v;
     }
@@ -145,12 +142,12 @@ class Rendezvous {
 
   // The first failure of an attempt, anywhere, as "<rank> <exit code>".
   // A worker lost to a signal under --fault-tolerant, told to the workers
-  // in their own key space (init.cc's "worker/attempt_<n>/"): one still
-  // initializing its group fails init at once instead of waiting for it.
+  // in their own key space (keys::attempt_space): one still initializing
+  // its group fails init at once instead of waiting for it.
   void report_lost(int attempt, int rank, const std::string& why) {
     try {
-      raw_->set(fmt::format("worker/attempt_{}/lost/{}", attempt, rank), why);
-      raw_->add(fmt::format("worker/attempt_{}/lost/count", attempt), 1);
+      raw_->set(keys::lost(attempt, rank), why);
+      raw_->add(keys::lost_count(attempt), 1);
     } catch (const Error& e) {
       std::fprintf(stderr, "sinew run: could not record rank %d as lost in the store: %s\n", rank, e.what());
     }
@@ -158,23 +155,23 @@ class Rendezvous {
 
   void report_failure(int attempt, int rank, int code) {
     if (c_.nnodes == 1) return;
-    store_->compare_set(key(attempt, "failed"), {},
+    store_->compare_set(keys::run_failed(attempt), {},
                         dist::to_bytes(fmt::format("{} {}", rank, code)));
   }
   // Another node's failure of this attempt: {rank, exit code}.
   std::optional<std::pair<int, int>> remote_failure(int attempt) {
-    if (c_.nnodes == 1 || !store_->check({key(attempt, "failed")})) return std::nullopt;
-    std::string v = store_->get_string(key(attempt, "failed"));
+    if (c_.nnodes == 1 || !store_->check({keys::run_failed(attempt)})) return std::nullopt;
+    std::string v = store_->get_string(keys::run_failed(attempt));
     int rank = -1, code = 1;
     std::sscanf(v.c_str(), "%d %d", &rank, &code);
     return std::make_pair(rank, code);
   }
 
   void report_done(int attempt) {
-    if (c_.nnodes > 1) store_->add(key(attempt, "done"), 1);
+    if (c_.nnodes > 1) store_->add(keys::run_done(attempt), 1);
   }
   bool all_done(int attempt) {
-    return c_.nnodes == 1 || store_->add(key(attempt, "done"), 0) == c_.nnodes;
+    return c_.nnodes == 1 || store_->add(keys::run_done(attempt), 0) == c_.nnodes;
   }
 
   // Node 0 hosts the store: it waits (bounded) until the others have read
@@ -182,21 +179,17 @@ class Rendezvous {
   void leave(int attempt) {
     if (c_.nnodes == 1) return;
     if (c_.node_rank != 0) {
-      store_->add(key(attempt, "left"), 1);
+      store_->add(keys::run_left(attempt), 1);
       return;
     }
     Deadline deadline = Deadline::after(kLeaveTimeout);
-    while (store_->add(key(attempt, "left"), 0) < c_.nnodes - 1 && !deadline.expired())
+    while (store_->add(keys::run_left(attempt), 0) < c_.nnodes - 1 && !deadline.expired())
       sleep_unless_signalled(signals_, poll_interval());
   }
 
   Millis poll_interval() const { return std::max(Millis(1), millis(c_.monitor_interval_s)); }
 
  private:
-  std::string key(int attempt, const std::string& name) const {
-    return fmt::format("a{}/{}", attempt, name);
-  }
-
   const RunConfig& c_;
   SignalWatch& signals_;
   int port_;
@@ -232,7 +225,7 @@ class Job {
   Job(const RunConfig& c, SignalWatch& signals)
       : c_(c),
         signals_(signals),
-        host_(hostname()),
+        host_(host_name()),
         program_path_(resolve_program(c.program)),
         token_(c.token.empty() ? dist::make_job_token() : c.token) {
     for (char** e = environ; *e != nullptr; ++e) {
@@ -296,33 +289,33 @@ class Job {
     WorkerSpec s;
     s.local_rank = local_rank;
     s.rank = m.rank_offset + local_rank;
-    auto env = base_env_;
-    env["RANK"] = std::to_string(s.rank);
-    env["LOCAL_RANK"] = std::to_string(local_rank);
-    env["WORLD_SIZE"] = std::to_string(m.world_size);
-    env["LOCAL_WORLD_SIZE"] = std::to_string(c_.nproc_per_node);
-    env["GROUP_RANK"] = std::to_string(c_.node_rank);
-    env["GROUP_WORLD_SIZE"] = std::to_string(c_.nnodes);
-    env["ROLE_RANK"] = std::to_string(s.rank);
-    env["ROLE_WORLD_SIZE"] = std::to_string(m.world_size);
-    env["ROLE_NAME"] = "default";
-    env["MASTER_ADDR"] = rdzv.host();
-    env["MASTER_PORT"] = std::to_string(rdzv.port());
+    auto vars = base_env_;
+    vars[env::kRank] = std::to_string(s.rank);
+    vars[env::kLocalRank] = std::to_string(local_rank);
+    vars[env::kWorldSize] = std::to_string(m.world_size);
+    vars[env::kLocalWorldSize] = std::to_string(c_.nproc_per_node);
+    vars[env::kGroupRank] = std::to_string(c_.node_rank);
+    vars[env::kGroupWorldSize] = std::to_string(c_.nnodes);
+    vars[env::kRoleRank] = std::to_string(s.rank);
+    vars[env::kRoleWorldSize] = std::to_string(m.world_size);
+    vars[env::kRoleName] = "default";
+    vars[env::kMasterAddr] = rdzv.host();
+    vars[env::kMasterPort] = std::to_string(rdzv.port());
     // The restart count is the worker's own (a respawn raises it); the run
     // attempt names the key space of the running group in the store
-    // (init.cc's "worker/attempt_<n>/"), which a joiner must share with the
+    // (keys::attempt_space), which a joiner must share with the
     // members it joins.
-    env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt + respawn);
-    env["SINEW_RUN_ATTEMPT"] = std::to_string(attempt);
-    if (respawn > 0) env["SINEW_JOIN"] = "1";
-    env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(c_.max_restarts);
-    env["TORCHELASTIC_RUN_ID"] = c_.run_id;
-    env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
-    env["SINEW_STORE_TOKEN"] = token_;
-    env["SINEW_STORE_HOSTED"] = "1";
-    env["SINEW_LOG_PREFIXED"] = "1";  // we prefix every line: the worker's log need not
-    if (!c_.backend.empty()) env["SINEW_BACKEND"] = c_.backend;
-    for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
+    vars[env::kRestartCount] = std::to_string(attempt + respawn);
+    vars[env::kRunAttempt] = std::to_string(attempt);
+    if (respawn > 0) vars[env::kJoin] = "1";
+    vars[env::kMaxRestarts] = std::to_string(c_.max_restarts);
+    vars[env::kRunId] = c_.run_id;
+    vars[env::kUseAgentStore] = "False";
+    vars[env::kStoreToken] = token_;
+    vars[env::kStoreHosted] = "1";
+    vars[env::kLogPrefixed] = "1";  // we prefix every line: the worker's log need not
+    if (!c_.backend.empty()) vars[env::kBackend] = c_.backend;
+    for (auto& [k, v] : vars) s.env.push_back(k + "=" + v);
     // A respawn continues its slot's log files.
     s.stdout_log = open_log(attempt, local_rank, kStdout, respawn > 0);
     s.stderr_log = open_log(attempt, local_rank, kStderr, respawn > 0);

@@ -1,3 +1,4 @@
+#include "tools/sinew/cli_parse.h"
 #include "tools/sinew/run_output.h"
 
 #include <fmt/format.h>
@@ -17,24 +18,10 @@ constexpr size_t kMaxLine = 64 * 1024;
 
 int parse_small_int(const std::string& option, const std::string& text, int lo, int hi,
                     const std::string& expected) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
-    throw InvalidArgument::make(option, fmt::format("'{}'", text), expected);
-  return v;
+  return static_cast<int>(parse_int(option, text, lo, hi, expected));
 }
 
 }  // namespace
-
-UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-  if (this != &o) reset(o.release());
-  return *this;
-}
-
-void UniqueFd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
 
 StreamMask StreamMask::parse(const std::string& option, const std::string& text) {
   static const std::string kExpected =

@@ -9,27 +9,9 @@
 #include <set>
 #include <string>
 
+#include "sinew/core/unique_fd.h"
+
 namespace sinew::cli {
-
-// A file descriptor closed on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept;
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
 
 // torchrun's --tee / --redirects value: "3" for every local rank, or
 // "0:1,2:3" per local rank. Bit 1 is stdout, bit 2 stderr.

@@ -11,29 +11,18 @@
 #include <memory>
 #include <sstream>
 
-#include "kernels/autotune_cost.h"
 #include "sinew/core/thread_pool.h"
 #include "sinew/dist/gemm_tune.h"
 #include "sinew/dist/init.h"
 #include "sinew/kernels/autotune.h"
+#include "sinew/kernels/cost_model.h"
+#include "tools/sinew/cli_parse.h"
 #include "tools/sinew/commands.h"
 
 namespace sinew::cli {
 namespace {
 
 using kernels::GemmShape;
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string tok;
-  while (std::getline(ss, tok, sep)) {
-    const size_t b = tok.find_first_not_of(" \t\r");
-    const size_t e = tok.find_last_not_of(" \t\r");
-    if (b != std::string::npos) out.push_back(tok.substr(b, e - b + 1));
-  }
-  return out;
-}
 
 // Shapes from a file (one or more per line, '#' comments) or a comma list.
 std::vector<std::string> shape_specs(const std::string& arg) {
@@ -43,10 +32,10 @@ std::vector<std::string> shape_specs(const std::string& arg) {
     std::string line;
     while (std::getline(in, line)) {
       line = line.substr(0, line.find('#'));
-      for (auto& s : split(line, ',')) out.push_back(s);
+      for (auto& s : split_list(line)) out.push_back(s);
     }
   } else {
-    out = split(arg, ',');
+    out = split_list(arg);
   }
   return out;
 }
@@ -56,7 +45,7 @@ bool is_dims(const std::string& s) { return !s.empty() && s.find_first_not_of("0
 
 // A spec may leave out the op (mm) and the dtype (each of `dtypes`).
 std::vector<std::string> expand(const std::string& spec, const std::vector<std::string>& dtypes) {
-  std::vector<std::string> f = split(spec, ':');
+  std::vector<std::string> f = split_list(spec, ':');
   if (!f.empty() && !is_op(f[0])) f.insert(f.begin(), "mm");
   if (f.size() >= 2 && is_dims(f[1])) {
     std::vector<std::string> out;
@@ -128,21 +117,10 @@ void add_tune_command(CLI::App& app, int& rc) {
                 "fit the cost model's coefficients to exhaustive timings of --shapes (default: the training set) "
                 "and print them; the cache is not touched");
   cmd->callback([o, &rc] {
-    std::vector<int> threads;
-    for (const auto& t : split(o->threads, ',')) {
-      size_t pos = 0;
-      int v = 0;
-      try {
-        v = std::stoi(t, &pos);
-      } catch (const std::exception&) {
-        pos = 0;
-      }
-      if (pos != t.size() || v < 1 || v > 65535)
-        throw CLI::ValidationError("--threads", "thread counts from 1, got '" + t + "'");
-      threads.push_back(v);
-    }
+    std::vector<int> threads =
+        parse_int_list32("--threads", o->threads, 1, 65535, "a comma list of thread counts from 1 to 65535");
     if (threads.empty()) threads.push_back(ThreadPool::default_threads());
-    const std::vector<std::string> dtypes = split(o->dtypes, ',');
+    const std::vector<std::string> dtypes = split_list(o->dtypes);
     std::vector<std::string> specs =
         o->shapes.empty() && o->fit ? kernels::tune::training_shapes() : shape_specs(o->shapes);
     if (specs.empty()) throw CLI::ValidationError("--shapes", "no shapes given");

@@ -1,7 +1,7 @@
 // Logging by level and subsystem (NCCL style).
 //
 //   SINEW_LOG_LEVEL  = error | warn | info | debug | trace   (default warn)
-//   SINEW_LOG_SUBSYS = comma list of INIT,COLL,P2P,STORE,SHM,UCX,NET,LAUNCH,BENCH,FT
+//   SINEW_LOG_SUBSYS = comma list of INIT,COLL,P2P,STORE,SHM,UCX,NET,LAUNCH,BENCH,FT,KERNELS
 //                      or ALL (default); a leading ^ excludes the listed ones.
 //
 // Every line carries a "[host:rank]" prefix. The sink is replaceable
@@ -29,6 +29,7 @@ enum class LogSubsys : uint32_t {
   kLaunch = 1u << 7,
   kBench = 1u << 8,
   kFt = 1u << 9,
+  kKernels = 1u << 10,  // kernels and linalg: tuning, dispatch
   kAll = 0xffffffffu,
 };
 
@@ -48,6 +49,10 @@ using LogSink = std::function<void(const LogRecord&)>;
 void set_log_sink(LogSink sink);
 // The rank shown in the prefix; -1 shows the RANK env var or '-'.
 void set_log_rank(int rank);
+
+// SINEW_LOG_LEVEL, for a launcher that hands the user's level to its workers.
+template <class T> class EnvParam;
+const EnvParam<std::string>& log_level_env();
 std::string log_prefix();
 bool log_enabled(LogLevel level, LogSubsys subsys);
 // Re-reads SINEW_LOG_LEVEL / SINEW_LOG_SUBSYS (tests change them).

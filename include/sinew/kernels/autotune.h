@@ -6,9 +6,9 @@
 //  1. enumerates candidates_for(problem) (not the reference family, and
 //     tile kernels of the widest ISA only) plus a few other cache blockings
 //     of the best tile kernels;
-//  2. prescreens them with a cost model (autotune_cost.cc: a roofline over
-//     the candidate's params() with padding waste, packing, thread split
-//     and memory traffic, whose coefficients were fitted to timings);
+//  2. prescreens them with a cost model (cost_model.h: a roofline over the
+//     candidate's params() with padding waste, packing, thread split and
+//     memory traffic, whose coefficients were fitted to timings);
 //  3. times the survivors on operands of the problem's shape (never the
 //     caller's buffers): warm-up, several samples (the fastest counts:
 //     other work on a shared machine only adds time), the caches flushed
@@ -16,7 +16,7 @@
 //     candidate that can fuse the epilogue is timed fused and unfused, so
 //     the mode is decided by measurement; with a TuneGroup, ranks take
 //     turns down the list and allgather the timings, so all pick alike;
-//  4. confirms: the leading contenders of that pass (autotune_confirm.h)
+//  4. confirms: the leading contenders of that pass (autotune/confirm.h)
 //     are timed again, interleaved round by round, so that a moment of
 //     load on a shared machine that hit one of them in the first pass does
 //     not decide the pick;

@@ -24,6 +24,9 @@ struct CpuFeatures {
   bool avx512_vnni = false;  // vpdpwssd
   bool clflushopt = false;   // the weakly ordered cache-line flush
   std::string vendor;        // "GenuineIntel", "AuthenticAMD", ...
+  // The last-level cache's size (sysconf's L3, else L2, else 64 MiB): what
+  // working sets must exceed to measure memory rather than cache.
+  int64_t last_level_cache_bytes = 0;
 };
 
 // What the CPU reports (not capped by SINEW_KERNELS_ISA).

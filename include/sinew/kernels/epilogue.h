@@ -97,6 +97,12 @@ class Epilogue {
 // pass, and by tests; computes in the dtype of `values`.
 void apply_epilogue(const Epilogue& epilogue, const TensorView& values, const TensorView& out);
 
+// GELU (tanh form) in place over the m x n float32 rows of c (row stride
+// ldc), rows split over `threads`: a separate pass computed, on AVX-512,
+// with the same polynomial as the fused tile store, so that comparing it
+// with a fused epilogue compares memory passes, not math libraries.
+void gelu_tanh_pass(float* c, int64_t ldc, int64_t m, int64_t n, int threads);
+
 }  // namespace sinew::kernels
 
 template <>

@@ -11,10 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "recorder.h"
+#include "sinew/dist/fr_schema.h"
+#include "sinew/dist/launch_protocol.h"
 #include "../process_identity.h"
 
 namespace sinew::dist::fr {
 namespace {
+
+namespace field = schema::field;
 
 const char* torch_dtype_name(DType t) {
   switch (t) {
@@ -35,22 +39,24 @@ const char* torch_dtype_name(DType t) {
 
 const char* state_name(State s) {
   switch (s) {
-    case State::kScheduled: return "scheduled";
-    case State::kStarted: return "started";
-    case State::kCompleted: return "completed";
+    case State::kScheduled: return schema::kStateScheduled;
+    case State::kStarted: return schema::kStateStarted;
+    case State::kCompleted: return schema::kStateCompleted;
   }
   return "?";
 }
 
-std::string env_or(const char* a, const char* b, const char* fallback) {
-  if (const char* v = std::getenv(a)) return v;
-  if (b)
-    if (const char* v = std::getenv(b)) return v;
+// The launcher's value of `name`, else of `fallback_name` (when given), else
+// `fallback`.
+std::string env_or(const char* name, const char* fallback_name, const char* fallback) {
+  if (auto v = launch::env::read(name)) return *v;
+  if (fallback_name)
+    if (auto v = launch::env::read(fallback_name)) return *v;
   return fallback;
 }
 
 int job_rank() {
-  if (const char* v = std::getenv("RANK")) return std::atoi(v);
+  if (auto v = launch::env::read(launch::env::kRank)) return std::atoi(v->c_str());
   for (const GroupTrace* g : Recorder::get().groups())
     if (g->info.epoch == 0 && g->info.ranks.size() == static_cast<size_t>(g->info.size)) return g->info.rank;
   return 0;
@@ -90,9 +96,131 @@ nlohmann::ordered_json frames(const std::vector<void*>& pcs) {
         std::free(dem);
       }
     }
-    out.push_back({{"name", name}, {"filename", file}, {"line", 0}});
+    out.push_back({{field::kName, name}, {field::kFilename, file}, {field::kLine, 0}});
   }
   return out;
+}
+
+// What each group's ring no longer holds, worked out here rather than
+// counted on the op path (that read the overwritten slot: a cache miss per
+// op). Group sequence numbers count from 1, so a group's ops are
+// 1..last_enqueued, and those older than its oldest record still in the
+// ring were dropped. The progress counters are read before the ring, so
+// ops recorded during the dump do not read as dropped.
+struct Kept {
+  uint64_t enq_coll, enq_p2p, coll = 0, p2p = 0, min_coll = 0, min_p2p = 0;
+
+  uint64_t dropped_coll() const { return enq_coll > coll ? enq_coll - coll : 0; }
+  uint64_t dropped_p2p() const { return enq_p2p > p2p ? enq_p2p - p2p : 0; }
+  uint64_t last_dropped_coll() const { return dropped_coll() == 0 ? 0 : coll == 0 ? enq_coll : min_coll - 1; }
+  uint64_t last_dropped_p2p() const { return dropped_p2p() == 0 ? 0 : p2p == 0 ? enq_p2p : min_p2p - 1; }
+};
+
+void count_kept(std::map<const GroupTrace*, Kept>& kept, const std::vector<EntryCopy>& snapshot) {
+  for (const EntryCopy& e : snapshot) {
+    auto it = kept.find(e.group);
+    if (e.is_event || it == kept.end()) continue;
+    Kept& k = it->second;
+    const uint64_t seq = e.is_p2p ? e.p2p_seq : e.coll_seq;
+    if (seq == 0 || seq > (e.is_p2p ? k.enq_p2p : k.enq_coll)) continue;
+    uint64_t& n = e.is_p2p ? k.p2p : k.coll;
+    uint64_t& lo = e.is_p2p ? k.min_p2p : k.min_coll;
+    ++n;
+    if (lo == 0 || seq < lo) lo = seq;
+  }
+}
+
+nlohmann::ordered_json group_config(const GroupInfo& i) {
+  nlohmann::ordered_json c = {{field::kName, i.name},   {field::kDesc, i.desc}, {field::kBackend, i.backend},
+                              {field::kEpoch, i.epoch}, {field::kRank, i.rank}, {field::kSize, i.size},
+                              {field::kTimeoutMs, i.timeout_ms}};
+  if (!i.ranks.empty()) c[field::kRanks] = i.ranks;
+  return c;
+}
+
+nlohmann::ordered_json group_status(const GroupTrace& g, const Kept& k) {
+  return {{field::kLastEnqueuedCollective, g.last_enqueued_coll.load()},
+          {field::kLastStartedCollective, g.last_started_coll.load()},
+          {field::kLastCompletedCollective, g.last_completed_coll.load()},
+          {field::kLastEnqueuedP2p, g.last_enqueued_p2p.load()},
+          {field::kLastStartedP2p, g.last_started_p2p.load()},
+          {field::kLastCompletedP2p, g.last_completed_p2p.load()},
+          {field::kDropped, k.dropped_coll() + k.dropped_p2p()},
+          {field::kLastDroppedCollective, k.last_dropped_coll()},
+          {field::kLastDroppedP2p, k.last_dropped_p2p()}};
+}
+
+// Steady-clock stamps (0: not yet) as wall-clock nanoseconds.
+struct WallClock {
+  int64_t to_system;
+  nlohmann::ordered_json operator()(int64_t steady) const {
+    if (steady == 0) return nullptr;
+    return steady + to_system;
+  }
+};
+
+nlohmann::ordered_json entry_json(const EntryCopy& e, bool exact, const WallClock& wall) {
+  const GroupInfo& gi = e.group->info;
+  auto or_null = [](bool has, auto v) { return has ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+  nlohmann::ordered_json x;
+  x[field::kRecordId] = e.id;
+  x[field::kPgId] = gi.pg_id;
+  x[field::kProcessGroup] = {gi.name, gi.desc};
+  x[field::kCollectiveSeqId] = e.coll_seq;
+  x[field::kP2pSeqId] = e.p2p_seq;
+  x[field::kOpId] = e.is_p2p ? e.p2p_seq : e.coll_seq;
+  x[field::kProfilingName] = e.is_event ? std::string(e.op) : std::string(gi.backend) + ":" + e.op;
+  x[field::kTimeCreatedNs] = wall(e.created_ns);
+  x[field::kTimeDiscoveredStartedNs] = wall(e.started_ns);
+  // Without exact timing the completion time comes from the coarse
+  // clock, which can read a little before the (exact) start.
+  const int64_t completed = e.completed_ns == 0 ? 0 : std::max(e.completed_ns, e.started_ns);
+  x[field::kTimeDiscoveredCompletedNs] = wall(completed);
+  // As PyTorch: a duration only with exact timing (TORCH_NCCL_ENABLE_TIMING).
+  x[field::kDurationMs] = or_null(exact && completed != 0 && e.started_ns != 0, (completed - e.started_ns) / 1e6);
+  x[field::kInputSizes] = sizes(e.in);
+  x[field::kInputDtypes] = dtypes(e.in);
+  x[field::kOutputSizes] = sizes(e.out);
+  x[field::kOutputDtypes] = dtypes(e.out);
+  x[field::kInputCount] = e.in.count;
+  x[field::kOutputCount] = e.out.count;
+  x[field::kState] = state_name(e.state);
+  x[field::kRetired] = e.state == State::kCompleted;
+  x[field::kTimeoutMs] = gi.timeout_ms;
+  x[field::kIsP2p] = e.is_p2p;
+  x[field::kThreadId] = std::to_string(e.tid);
+  x[field::kThreadName] = e.thread_name;
+  x[field::kFrames] = frames(e.frames);
+  x[field::kEpoch] = gi.epoch;
+  x[field::kEvent] = or_null(e.is_event, e.is_event ? std::string(e.op).substr(6) : std::string());
+  x[field::kAwaitedRanks] = e.awaited;
+  x[field::kError] = or_null(!e.error.empty(), e.error);
+  x[field::kPeer] = or_null(e.peer >= 0, e.peer);
+  return x;
+}
+
+// The top-level fields before the groups and entries.
+nlohmann::ordered_json header_json(const std::string& reason, const std::string& detail, int64_t steady_now,
+                                   int64_t system_now) {
+  nlohmann::ordered_json j;
+  j[field::kFormat] = schema::kFormatName;
+  j[field::kFormatVersion] = schema::kFormatVersion;
+  j[field::kVersion] = schema::kTorchVersion;
+  j[field::kJobId] = env_or(launch::env::kRunId, nullptr, "");
+  j[field::kHost] = host_identity();
+  j[field::kPid] = static_cast<int64_t>(::getpid());
+  j[field::kRank] = job_rank();
+  j[field::kWorldSize] = std::atoi(env_or(launch::env::kWorldSize, nullptr, "0").c_str());
+  j[field::kAttempt] = std::atoi(env_or(launch::env::kRunAttempt, launch::env::kRestartCount, "0").c_str());
+  j[field::kDumpReason] = reason;
+  j[field::kDumpDetail] = detail;
+  j[field::kDumpTimeNs] = system_now;
+  j[field::kClock] = {{field::kSteadyNs, steady_now},
+                      {field::kSystemNs, system_now},
+                      {field::kOffsetNs, g_clock_offset_known.load() ? nlohmann::ordered_json(g_clock_offset_ns.load())
+                                                                     : nlohmann::ordered_json(nullptr)}};
+  j[field::kBufferSize] = Recorder::get().config().capacity;
+  return j;
 }
 
 }  // namespace
@@ -105,124 +233,28 @@ std::string render_json(const std::string& reason, const std::string& detail) {
   const int64_t system_now =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  const int64_t to_system = system_now - steady_now;
-  auto wall = [&](int64_t steady) -> nlohmann::ordered_json {
-    if (steady == 0) return nullptr;
-    return steady + to_system;
-  };
+  nlohmann::ordered_json j = header_json(reason, detail, steady_now, system_now);
 
-  nlohmann::ordered_json j;
-  j["format"] = "sinew-fr";
-  j["format_version"] = 1;
-  j["version"] = "2.10";
-  j["job_id"] = env_or("TORCHELASTIC_RUN_ID", "SINEW_RUN_ID", "");
-  j["host"] = host_identity();
-  j["pid"] = static_cast<int64_t>(::getpid());
-  j["rank"] = job_rank();
-  j["world_size"] = std::atoi(env_or("WORLD_SIZE", nullptr, "0").c_str());
-  j["attempt"] = std::atoi(env_or("SINEW_RUN_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "0").c_str());
-  j["dump_reason"] = reason;
-  j["dump_detail"] = detail;
-  j["dump_time_ns"] = system_now;
-  j["clock"] = {{"steady_ns", steady_now},
-                {"system_ns", system_now},
-                {"offset_ns", g_clock_offset_known.load() ? nlohmann::ordered_json(g_clock_offset_ns.load())
-                                                          : nlohmann::ordered_json(nullptr)}};
-  j["buffer_size"] = r.config().capacity;
-
-  // What each group's ring no longer holds, worked out here rather than
-  // counted on the op path (that read the overwritten slot: a cache miss per
-  // op). Group sequence numbers count from 1, so a group's ops are
-  // 1..last_enqueued, and those older than its oldest record still in the
-  // ring were dropped. The progress counters are read before the ring, so
-  // ops recorded during the dump do not read as dropped.
-  struct Kept {
-    uint64_t enq_coll, enq_p2p, coll = 0, p2p = 0, min_coll = 0, min_p2p = 0;
-  };
   std::map<const GroupTrace*, Kept> kept;
   const auto groups = r.groups();
   for (const GroupTrace* g : groups) kept[g] = {g->last_enqueued_coll.load(), g->last_enqueued_p2p.load()};
   const std::vector<EntryCopy> snapshot = r.snapshot();
-  for (const EntryCopy& e : snapshot) {
-    auto it = kept.find(e.group);
-    if (e.is_event || it == kept.end()) continue;
-    Kept& k = it->second;
-    const uint64_t seq = e.is_p2p ? e.p2p_seq : e.coll_seq;
-    if (seq == 0 || seq > (e.is_p2p ? k.enq_p2p : k.enq_coll)) continue;
-    uint64_t& n = e.is_p2p ? k.p2p : k.coll;
-    uint64_t& lo = e.is_p2p ? k.min_p2p : k.min_coll;
-    ++n;
-    if (lo == 0 || seq < lo) lo = seq;
-  }
+  count_kept(kept, snapshot);
   auto config = nlohmann::ordered_json::object();
   auto status = nlohmann::ordered_json::object();
   for (const GroupTrace* g : groups) {
-    const Kept& k = kept[g];
-    const uint64_t dropped_coll = k.enq_coll > k.coll ? k.enq_coll - k.coll : 0;
-    const uint64_t dropped_p2p = k.enq_p2p > k.p2p ? k.enq_p2p - k.p2p : 0;
-    const uint64_t last_dropped_coll = dropped_coll == 0 ? 0 : k.coll == 0 ? k.enq_coll : k.min_coll - 1;
-    const uint64_t last_dropped_p2p = dropped_p2p == 0 ? 0 : k.p2p == 0 ? k.enq_p2p : k.min_p2p - 1;
-    const GroupInfo& i = g->info;
-    nlohmann::ordered_json c = {{"name", i.name}, {"desc", i.desc}, {"backend", i.backend}, {"epoch", i.epoch},
-                        {"rank", i.rank}, {"size", i.size}, {"timeout_ms", i.timeout_ms}};
-    if (!i.ranks.empty()) c["ranks"] = i.ranks;
-    config[i.pg_id] = c;
-    status[i.pg_id] = {{"last_enqueued_collective", g->last_enqueued_coll.load()},
-                       {"last_started_collective", g->last_started_coll.load()},
-                       {"last_completed_collective", g->last_completed_coll.load()},
-                       {"last_enqueued_p2p", g->last_enqueued_p2p.load()},
-                       {"last_started_p2p", g->last_started_p2p.load()},
-                       {"last_completed_p2p", g->last_completed_p2p.load()},
-                       {"dropped", dropped_coll + dropped_p2p},
-                       {"last_dropped_collective", last_dropped_coll},
-                       {"last_dropped_p2p", last_dropped_p2p}};
+    config[g->info.pg_id] = group_config(g->info);
+    status[g->info.pg_id] = group_status(*g, kept[g]);
   }
-  j["pg_config"] = std::move(config);
-  j["pg_status"] = std::move(status);
+  j[field::kPgConfig] = std::move(config);
+  j[field::kPgStatus] = std::move(status);
 
   const bool exact = r.clock().exact();
-  j["exact_timing"] = exact;
+  j[field::kExactTiming] = exact;
+  const WallClock wall{system_now - steady_now};
   auto entries = nlohmann::ordered_json::array();
-  for (const EntryCopy& e : snapshot) {
-    const GroupInfo& gi = e.group->info;
-    nlohmann::ordered_json x;
-    x["record_id"] = e.id;
-    x["pg_id"] = gi.pg_id;
-    x["process_group"] = {gi.name, gi.desc};
-    x["collective_seq_id"] = e.coll_seq;
-    x["p2p_seq_id"] = e.p2p_seq;
-    x["op_id"] = e.is_p2p ? e.p2p_seq : e.coll_seq;
-    x["profiling_name"] = e.is_event ? std::string(e.op) : std::string(gi.backend) + ":" + e.op;
-    x["time_created_ns"] = wall(e.created_ns);
-    x["time_discovered_started_ns"] = wall(e.started_ns);
-    // Without exact timing the completion time comes from the coarse
-    // clock, which can read a little before the (exact) start.
-    const int64_t completed = e.completed_ns == 0 ? 0 : std::max(e.completed_ns, e.started_ns);
-    x["time_discovered_completed_ns"] = wall(completed);
-    // As PyTorch: a duration only with exact timing (TORCH_NCCL_ENABLE_TIMING).
-    if (exact && completed != 0 && e.started_ns != 0) x["duration_ms"] = (completed - e.started_ns) / 1e6;
-    else x["duration_ms"] = nullptr;
-    x["input_sizes"] = sizes(e.in);
-    x["input_dtypes"] = dtypes(e.in);
-    x["output_sizes"] = sizes(e.out);
-    x["output_dtypes"] = dtypes(e.out);
-    x["input_count"] = e.in.count;
-    x["output_count"] = e.out.count;
-    x["state"] = state_name(e.state);
-    x["retired"] = e.state == State::kCompleted;
-    x["timeout_ms"] = gi.timeout_ms;
-    x["is_p2p"] = e.is_p2p;
-    x["thread_id"] = std::to_string(e.tid);
-    x["thread_name"] = e.thread_name;
-    x["frames"] = frames(e.frames);
-    x["epoch"] = gi.epoch;
-    x["event"] = e.is_event ? nlohmann::ordered_json(std::string(e.op).substr(6)) : nlohmann::ordered_json(nullptr);
-    x["awaited_ranks"] = e.awaited;
-    x["error"] = e.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.error);
-    x["peer"] = e.peer >= 0 ? nlohmann::ordered_json(e.peer) : nlohmann::ordered_json(nullptr);
-    entries.push_back(std::move(x));
-  }
-  j["entries"] = std::move(entries);
+  for (const EntryCopy& e : snapshot) entries.push_back(entry_json(e, exact, wall));
+  j[field::kEntries] = std::move(entries);
   return j.dump();
 }
 

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sinew/core/env.h"
 #include "sinew/core/error.h"
 #include "sinew/core/log.h"
 #include "sinew/dist/flight_recorder.h"
@@ -29,11 +30,46 @@ namespace sinew::dist {
 namespace fr {
 namespace {
 
-// The first of `names` that is set, and its value; logged once so users see
-// which of PyTorch's spellings took effect.
-std::optional<std::pair<std::string, std::string>> first_env(std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (const char* v = std::getenv(n)) return std::make_pair(std::string(n), std::string(v));
+// Each setting under sinew's name first, then PyTorch's spellings (the
+// Flight Recorder's, then ProcessGroupNCCL's), so an unchanged PyTorch job
+// configures it.
+using Spelling = EnvParam<std::string>;
+const EnvParam<std::string> kBufferSize{"SINEW_FR_BUFFER_SIZE", "2000",
+                                        "Flight Recorder ring entries per process (0: off)"};
+const EnvParam<std::string> kTorchBufferSize{"TORCH_FR_BUFFER_SIZE", "", "PyTorch's spelling of SINEW_FR_BUFFER_SIZE"};
+const EnvParam<std::string> kNcclBufferSize{"TORCH_NCCL_TRACE_BUFFER_SIZE", "",
+                                            "ProcessGroupNCCL's SINEW_FR_BUFFER_SIZE"};
+const EnvParam<std::string> kDumpOnTimeout{"SINEW_FR_DUMP_ON_TIMEOUT", "1",
+                                           "dump every rank's trace when a collective times out or a peer is lost"};
+const EnvParam<std::string> kTorchDumpOnTimeout{"TORCH_FR_DUMP_ON_TIMEOUT", "",
+                                                "PyTorch's spelling of SINEW_FR_DUMP_ON_TIMEOUT"};
+const EnvParam<std::string> kNcclDumpOnTimeout{"TORCH_NCCL_DUMP_ON_TIMEOUT", "",
+                                               "ProcessGroupNCCL's SINEW_FR_DUMP_ON_TIMEOUT"};
+const EnvParam<std::string> kDumpTempFile{"SINEW_FR_DUMP_TEMP_FILE", "/tmp/sinew_fr_trace_rank_",
+                                          "dump file prefix (the rank is appended)"};
+const EnvParam<std::string> kTorchDumpTempFile{"TORCH_FR_DUMP_TEMP_FILE", "",
+                                               "PyTorch's spelling of SINEW_FR_DUMP_TEMP_FILE"};
+const EnvParam<std::string> kNcclDumpTempFile{"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "",
+                                              "ProcessGroupNCCL's SINEW_FR_DUMP_TEMP_FILE"};
+const EnvParam<std::string> kCppStack{"SINEW_FR_CPP_STACK", "0", "record the C++ stack of every op"};
+const EnvParam<std::string> kTorchCppStack{"TORCH_FR_CPP_STACK", "", "PyTorch's spelling of SINEW_FR_CPP_STACK"};
+const EnvParam<std::string> kNcclCppStack{"TORCH_NCCL_TRACE_CPP_STACK", "", "ProcessGroupNCCL's SINEW_FR_CPP_STACK"};
+const EnvParam<std::string> kEnableTiming{"SINEW_FR_ENABLE_TIMING", "0", "exact start/end times for every op"};
+const EnvParam<std::string> kNcclEnableTiming{"TORCH_NCCL_ENABLE_TIMING", "",
+                                              "ProcessGroupNCCL's SINEW_FR_ENABLE_TIMING"};
+const EnvParam<std::string> kPipeFile{"SINEW_FR_PIPE_FILE", "", "prefix of a named pipe per rank: writing to it dumps"};
+const EnvParam<std::string> kNcclPipeFile{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "",
+                                          "ProcessGroupNCCL's SINEW_FR_PIPE_FILE"};
+const EnvParam<std::string> kDumpSignal{"SINEW_FR_DUMP_SIGNAL", "SIGUSR2",
+                                        "signal that dumps the trace: SIGUSR1, SIGUSR2 or none"};
+const EnvParam<std::string> kDumpTimeoutMs{"SINEW_FR_DUMP_TIMEOUT_MS", "1000",
+                                           "how long a dump requested through the store waits for every rank"};
+
+// The first of `spellings` that is set, and its value; logged once so users
+// see which of PyTorch's spellings took effect.
+std::optional<std::pair<std::string, std::string>> first_env(std::initializer_list<const Spelling*> spellings) {
+  for (const Spelling* p : spellings)
+    if (auto v = p->read()) return std::make_pair(std::string(p->name()), *v);
   return std::nullopt;
 }
 
@@ -58,40 +94,40 @@ Config load_config() {
   auto note = [](const char* what, const std::string& name, const std::string& value) {
     SINEW_INFO(kColl, "[FR] {} {} from {}", what, value, name);
   };
-  if (auto e = first_env({"SINEW_FR_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"})) {
+  if (auto e = first_env({&kBufferSize, &kTorchBufferSize, &kNcclBufferSize})) {
     c.capacity = static_cast<size_t>(parse_int(e->first, e->second));
     note("buffer size", e->first, e->second);
   }
-  if (auto e = first_env({"SINEW_FR_DUMP_ON_TIMEOUT", "TORCH_FR_DUMP_ON_TIMEOUT", "TORCH_NCCL_DUMP_ON_TIMEOUT"})) {
+  if (auto e = first_env({&kDumpOnTimeout, &kTorchDumpOnTimeout, &kNcclDumpOnTimeout})) {
     c.dump_on_failure = parse_bool(e->first, e->second);
     note("dump on timeout", e->first, e->second);
   }
-  if (auto e = first_env({"SINEW_FR_DUMP_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"})) {
+  if (auto e = first_env({&kDumpTempFile, &kTorchDumpTempFile, &kNcclDumpTempFile})) {
     if (e->second.empty()) throw InvalidArgument::make(e->first, "''", "a path prefix for dump files");
     c.prefix = e->second;
     note("dump file prefix", e->first, e->second);
   }
-  if (auto e = first_env({"SINEW_FR_CPP_STACK", "TORCH_FR_CPP_STACK", "TORCH_NCCL_TRACE_CPP_STACK"})) {
+  if (auto e = first_env({&kCppStack, &kTorchCppStack, &kNcclCppStack})) {
     c.cpp_stack = parse_bool(e->first, e->second);
     note("C++ stacks", e->first, e->second);
   }
-  if (auto e = first_env({"SINEW_FR_ENABLE_TIMING", "TORCH_NCCL_ENABLE_TIMING"})) {
+  if (auto e = first_env({&kEnableTiming, &kNcclEnableTiming})) {
     c.timing = parse_bool(e->first, e->second);
     note("exact timing", e->first, e->second);
   }
-  if (auto e = first_env({"SINEW_FR_PIPE_FILE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"})) {
+  if (auto e = first_env({&kPipeFile, &kNcclPipeFile})) {
     c.pipe_prefix = e->second;
     note("dump pipe prefix", e->first, e->second);
   }
   c.dump_signal = SIGUSR2;
-  if (auto e = first_env({"SINEW_FR_DUMP_SIGNAL"})) {
+  if (auto e = first_env({&kDumpSignal})) {
     std::string v = e->second;
     if (v == "none" || v == "0") c.dump_signal = 0;
     else if (v == "SIGUSR1" || v == "USR1") c.dump_signal = SIGUSR1;
     else if (v == "SIGUSR2" || v == "USR2") c.dump_signal = SIGUSR2;
     else throw InvalidArgument::make(e->first, fmt::format("'{}'", v), "SIGUSR1, SIGUSR2 or none");
   }
-  if (auto e = first_env({"SINEW_FR_DUMP_TIMEOUT_MS"})) c.dump_timeout_ms = parse_int(e->first, e->second);
+  if (auto e = first_env({&kDumpTimeoutMs})) c.dump_timeout_ms = parse_int(e->first, e->second);
   return c;
 }
 

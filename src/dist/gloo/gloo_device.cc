@@ -9,6 +9,7 @@
 
 #include "sinew/core/env.h"
 #include "sinew/core/error.h"
+#include "sinew/core/host.h"
 #include "sinew/core/log.h"
 
 namespace sinew::dist {
@@ -40,8 +41,8 @@ bool bindable(const std::string& host) {
 }
 
 std::string default_host() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) == 0 && bindable(name)) return name;
+  const std::string name = host_name();
+  if (bindable(name)) return name;
   SINEW_WARN(kInit, "gloo: host name '{}' does not resolve to a bindable address; using 127.0.0.1 "
              "(set SINEW_GLOO_IFACE or SINEW_GLOO_HOSTNAME for multi-host jobs)", name);
   return "127.0.0.1";

@@ -23,7 +23,7 @@
 #include "../process_identity.h"
 #include "net_collectives.h"
 #include "shm_collectives.h"
-#include "shm_engine.h"
+#include "dist/shm/shm_engine.h"
 #include "sinew/core/check.h"
 #include "sinew/core/env.h"
 #include "sinew/core/log.h"

@@ -10,7 +10,7 @@
 #include "sinew/dist/reduce_op.h"
 #include "sinew/dist/transport.h"
 #include "sinew/tensor/tensor_view.h"
-#include "shm_engine.h"  // OpDesc, OpKind
+#include "dist/shm/shm_engine.h"  // OpDesc, OpKind
 
 namespace sinew::dist::net {
 

@@ -8,7 +8,7 @@
 
 #include "sinew/dist/reduce_op.h"
 #include "sinew/tensor/tensor_view.h"
-#include "shm_engine.h"
+#include "dist/shm/shm_engine.h"
 
 namespace sinew::dist::shm {
 

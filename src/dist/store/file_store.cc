@@ -21,8 +21,8 @@
 #include <mutex>
 #include <thread>
 
-#include "dist/store/unique_fd.h"
 #include "sinew/core/error.h"
+#include "sinew/core/unique_fd.h"
 #include "erase_prefix.h"
 #include "sinew/core/check.h"
 #include "sinew/dist/store.h"

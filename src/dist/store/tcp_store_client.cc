@@ -22,9 +22,9 @@
 #include <thread>
 
 #include "dist/store/tcp_store_protocol.h"
-#include "dist/store/unique_fd.h"
 #include "sinew/core/check.h"
 #include "sinew/core/error.h"
+#include "sinew/core/unique_fd.h"
 #include "sinew/core/log.h"
 #include "sinew/dist/tcp_store.h"
 
@@ -35,11 +35,10 @@ namespace wire = store_wire;
 using wire::Command;
 using wire::Message;
 using wire::Reply;
+using wire::errno_text;
 
 // How long past a wait's own timeout the client waits for the server's answer.
 constexpr Millis kReplyGrace{10'000};
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 // One attempt to connect to any address of host:port before `deadline`.
 UniqueFd try_connect(const std::string& host, int port, Deadline deadline, std::string* error) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@
 namespace sinew::dist::store_wire {
 
 inline constexpr int64_t kProtocolVersion = 1;
+
+// strerror for the socket errors both ends report.
+inline std::string errno_text(int err) { return std::strerror(err); }
 inline constexpr size_t kMaxKeyBytes = size_t{64} << 10;
 inline constexpr size_t kMaxItems = size_t{1} << 20;
 

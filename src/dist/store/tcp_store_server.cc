@@ -24,8 +24,8 @@
 #include <thread>
 
 #include "dist/store/tcp_store_protocol.h"
-#include "dist/store/unique_fd.h"
 #include "sinew/core/error.h"
+#include "sinew/core/unique_fd.h"
 #include "sinew/core/log.h"
 #include "sinew/dist/tcp_store.h"
 
@@ -36,6 +36,7 @@ namespace wire = store_wire;
 using wire::Command;
 using wire::Message;
 using wire::Reply;
+using wire::errno_text;
 
 constexpr size_t kReadChunk = size_t{64} << 10;
 // Bytes read from one client per wake-up, so one fast sender cannot starve the rest.
@@ -45,8 +46,6 @@ constexpr size_t kMaxPendingOutput = size_t{8} << 20;
 
 // Before HELLO succeeds a peer may only send a small frame.
 constexpr wire::Limits kPreAuthLimits{wire::kMaxKeyBytes, wire::kMaxKeyBytes, 4};
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 std::string peer_name(const sockaddr_storage& addr, socklen_t len) {
   char host[NI_MAXHOST];
@@ -118,6 +117,12 @@ struct TcpStoreServer::Impl {
   void flush(Conn& c);
   void process(Conn& c);
   void handle(Conn& c, Message& m);
+  bool arity(Conn& c, const Message& m, size_t keys, size_t values);
+  void write_keys(Conn& c, Message& m);  // SET, MULTI_SET, COMPARE_SET
+  void add(Conn& c, const Message& m);
+  void read_keys(Conn& c, Message& m);   // GET, WAIT, MULTI_GET (may park), CHECK
+  void delete_keys(Conn& c, const Message& m);  // DELETE, DELETE_PREFIX
+  void query(Conn& c, const Message& m);        // NUM_KEYS, TIME
   void hello(Conn& c, const Message& m);
   bool try_answer(Conn& c, const Message& m);
   void send(Conn& c, const Message& m);
@@ -373,52 +378,66 @@ bool TcpStoreServer::Impl::try_answer(Conn& c, const Message& m) {
   return true;
 }
 
+// Commands by family, each checking its own arity: a request with the wrong
+// number of keys or values is a protocol error that closes the connection.
 void TcpStoreServer::Impl::handle(Conn& c, Message& m) {
   if (!c.authed) {
     hello(c, m);
     return;
   }
-  auto cmd = static_cast<Command>(m.code);
-  auto arity = [&](size_t keys, size_t values) {
-    if (m.keys.size() == keys && m.values.size() == values) return true;
-    protocol_error(c, fmt::format("{} with {} keys and {} values (expected {} and {})",
-                                  wire::command_name(m.code), m.keys.size(), m.values.size(), keys,
-                                  values));
-    return false;
-  };
-  switch (cmd) {
+  switch (static_cast<Command>(m.code)) {
     case Command::kSet:
-      if (!arity(1, 1)) return;
+    case Command::kMultiSet:
+    case Command::kCompareSet:
+      write_keys(c, m);
+      return;
+    case Command::kAdd:
+      add(c, m);
+      return;
+    case Command::kGet:
+    case Command::kWait:
+    case Command::kMultiGet:
+    case Command::kCheck:
+      read_keys(c, m);
+      return;
+    case Command::kDelete:
+    case Command::kDeletePrefix:
+      delete_keys(c, m);
+      return;
+    case Command::kNumKeys:
+    case Command::kTime:
+      query(c, m);
+      return;
+    case Command::kHello:
+      protocol_error(c, "a second HELLO");
+      return;
+  }
+  protocol_error(c, fmt::format("unknown command {}", static_cast<int>(m.code)));
+}
+
+bool TcpStoreServer::Impl::arity(Conn& c, const Message& m, size_t keys, size_t values) {
+  if (m.keys.size() == keys && m.values.size() == values) return true;
+  protocol_error(c, fmt::format("{} with {} keys and {} values (expected {} and {})", wire::command_name(m.code),
+                                m.keys.size(), m.values.size(), keys, values));
+  return false;
+}
+
+void TcpStoreServer::Impl::write_keys(Conn& c, Message& m) {
+  switch (static_cast<Command>(m.code)) {
+    case Command::kSet:
+      if (!arity(c, m, 1, 1)) return;
       data[m.keys[0]] = std::move(m.values[0]);
       changed = true;
       send(c, wire::reply(Reply::kOk));
       return;
-    case Command::kAdd: {
-      if (!arity(1, 0)) return;
-      int64_t v = 0;
-      auto it = data.find(m.keys[0]);
-      if (it != data.end()) {
-        auto cur = parse_int(it->second);
-        if (!cur) {
-          send(c, wire::reply(Reply::kInvalid, {}, {to_bytes(InvalidArgument::make(
-              "key", m.keys[0], "a key holding a decimal integer, to add to").what())}));
-          return;
-        }
-        v = *cur;
-      }
-      if (__builtin_add_overflow(v, m.arg, &v)) {
-        send(c, wire::reply(Reply::kInvalid, {}, {to_bytes(InvalidArgument::make(
-            "delta", std::to_string(m.arg),
-            fmt::format("a delta that keeps key '{}' within int64", m.keys[0])).what())}));
-        return;
-      }
-      data[m.keys[0]] = to_bytes(std::to_string(v));
+    case Command::kMultiSet:
+      if (!arity(c, m, m.keys.size(), m.keys.size())) return;
+      for (size_t i = 0; i < m.keys.size(); ++i) data[m.keys[i]] = std::move(m.values[i]);
       changed = true;
-      send(c, wire::reply(Reply::kOk, {}, {}, v));
+      send(c, wire::reply(Reply::kOk));
       return;
-    }
-    case Command::kCompareSet: {
-      if (!arity(1, 2)) return;
+    default: {  // kCompareSet
+      if (!arity(c, m, 1, 2)) return;
       const Bytes& expected = m.values[0];
       auto it = data.find(m.keys[0]);
       if (it == data.end() ? expected.empty() : it->second == expected) {
@@ -430,55 +449,69 @@ void TcpStoreServer::Impl::handle(Conn& c, Message& m) {
       }
       return;
     }
-    case Command::kGet:
-    case Command::kWait:
-    case Command::kMultiGet:
-      if (cmd == Command::kGet && !arity(1, 0)) return;
-      if (cmd != Command::kGet && !arity(m.keys.size(), 0)) return;
-      c.parked_until = Deadline::after(Millis(wire::clamp_wait_ms(m.arg)));
-      if (!try_answer(c, m)) c.parked = std::move(m);
-      return;
-    case Command::kCheck: {
-      if (!arity(m.keys.size(), 0)) return;
-      bool all = true;
-      for (const auto& k : m.keys) all = all && data.count(k);
-      send(c, wire::reply(Reply::kOk, {}, {}, all ? 1 : 0));
+  }
+}
+
+void TcpStoreServer::Impl::add(Conn& c, const Message& m) {
+  if (!arity(c, m, 1, 0)) return;
+  int64_t v = 0;
+  auto it = data.find(m.keys[0]);
+  if (it != data.end()) {
+    auto cur = parse_int(it->second);
+    if (!cur) {
+      send(c, wire::reply(Reply::kInvalid, {}, {to_bytes(InvalidArgument::make(
+          "key", m.keys[0], "a key holding a decimal integer, to add to").what())}));
       return;
     }
-    case Command::kDelete:
-      if (!arity(1, 0)) return;
-      send(c, wire::reply(Reply::kOk, {}, {}, data.erase(m.keys[0]) ? 1 : 0));
-      return;
-    case Command::kMultiSet:
-      if (!arity(m.keys.size(), m.keys.size())) return;
-      for (size_t i = 0; i < m.keys.size(); ++i) data[m.keys[i]] = std::move(m.values[i]);
-      changed = true;
-      send(c, wire::reply(Reply::kOk));
-      return;
-    case Command::kDeletePrefix:
-      if (!arity(1, 0)) return;
-      if (m.keys[0].empty()) {
-        send(c, wire::reply(Reply::kInvalid, {}, {to_bytes("DELETE_PREFIX needs a non-empty prefix")}));
-        return;
-      }
-      send(c, wire::reply(Reply::kOk, {}, {}, erase_prefix(data, m.keys[0])));
-      return;
-    case Command::kNumKeys:
-      if (!arity(0, 0)) return;
-      send(c, wire::reply(Reply::kOk, {}, {}, static_cast<int64_t>(data.size())));
-      return;
-    case Command::kTime:
-      if (!arity(0, 0)) return;
-      send(c, wire::reply(Reply::kOk, {}, {},
-                          std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()));
-      return;
-    case Command::kHello:
-      protocol_error(c, "a second HELLO");
-      return;
+    v = *cur;
   }
-  protocol_error(c, fmt::format("unknown command {}", static_cast<int>(m.code)));
+  if (__builtin_add_overflow(v, m.arg, &v)) {
+    send(c, wire::reply(Reply::kInvalid, {}, {to_bytes(InvalidArgument::make(
+        "delta", std::to_string(m.arg),
+        fmt::format("a delta that keeps key '{}' within int64", m.keys[0])).what())}));
+    return;
+  }
+  data[m.keys[0]] = to_bytes(std::to_string(v));
+  changed = true;
+  send(c, wire::reply(Reply::kOk, {}, {}, v));
+}
+
+void TcpStoreServer::Impl::read_keys(Conn& c, Message& m) {
+  const auto cmd = static_cast<Command>(m.code);
+  if (!arity(c, m, cmd == Command::kGet ? 1 : m.keys.size(), 0)) return;
+  if (cmd == Command::kCheck) {
+    bool all = true;
+    for (const auto& k : m.keys) all = all && data.count(k);
+    send(c, wire::reply(Reply::kOk, {}, {}, all ? 1 : 0));
+    return;
+  }
+  c.parked_until = Deadline::after(Millis(wire::clamp_wait_ms(m.arg)));
+  if (!try_answer(c, m)) c.parked = std::move(m);
+}
+
+void TcpStoreServer::Impl::delete_keys(Conn& c, const Message& m) {
+  if (!arity(c, m, 1, 0)) return;
+  if (static_cast<Command>(m.code) == Command::kDelete) {
+    send(c, wire::reply(Reply::kOk, {}, {}, data.erase(m.keys[0]) ? 1 : 0));
+    return;
+  }
+  if (m.keys[0].empty()) {
+    send(c, wire::reply(Reply::kInvalid, {}, {to_bytes("DELETE_PREFIX needs a non-empty prefix")}));
+    return;
+  }
+  send(c, wire::reply(Reply::kOk, {}, {}, erase_prefix(data, m.keys[0])));
+}
+
+void TcpStoreServer::Impl::query(Conn& c, const Message& m) {
+  if (!arity(c, m, 0, 0)) return;
+  if (static_cast<Command>(m.code) == Command::kNumKeys) {
+    send(c, wire::reply(Reply::kOk, {}, {}, static_cast<int64_t>(data.size())));
+    return;
+  }
+  send(c, wire::reply(Reply::kOk, {}, {},
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count()));
 }
 
 void TcpStoreServer::Impl::expire_parked() {

@@ -15,9 +15,9 @@ using ConfigPtr = std::unique_ptr<ucp_config_t, ConfigDeleter>;
 
 // A sinew variable wins when set; otherwise the UCX variable (read by UCX
 // itself); otherwise sinew's default, if it has one.
-std::string choose(const EnvParam<std::string>& param, const char* ucx_var) {
-  if (getenv_opt(param.name())) return param.get();
-  if (auto v = getenv_opt(ucx_var)) return *v;
+std::string choose(const EnvParam<std::string>& param, const EnvParam<std::string>& ucx_var) {
+  if (param.is_set()) return param.get();
+  if (auto v = ucx_var.read()) return *v;
   return param.get();
 }
 
@@ -29,7 +29,7 @@ void check_ucs(ucs_status_t status, const char* what) {
 }
 
 UcxSettings effective_settings() {
-  return {choose(kUcxTls, "UCX_TLS"), choose(kUcxNetDevices, "UCX_NET_DEVICES")};
+  return {choose(kUcxTls, kUcxOwnTls), choose(kUcxNetDevices, kUcxOwnNetDevices)};
 }
 
 ContextPtr make_context(size_t estimated_eps) {

@@ -24,6 +24,13 @@ inline const EnvParam<std::string> kUcxNetDevices{
     "SINEW_UCX_NET_DEVICES", "",
     "UCX network devices (UCX_NET_DEVICES syntax, e.g. 'lo' or 'eth0'); empty: UCX's default"};
 
+// UCX's own variables, which UCX reads; sinew reads them to know whether the
+// user chose (and to report the effective settings).
+inline const EnvParam<std::string> kUcxOwnTls{"UCX_TLS", "", "UCX's transport list; used when SINEW_UCX_TLS is unset",
+                                              EnvSource::kLauncher};
+inline const EnvParam<std::string> kUcxOwnNetDevices{
+    "UCX_NET_DEVICES", "", "UCX's device list; used when SINEW_UCX_NET_DEVICES is unset", EnvSource::kLauncher};
+
 // Throws IoError naming `what` and the UCX status when `status` is an error.
 void check_ucs(ucs_status_t status, const char* what);
 

@@ -1,19 +1,9 @@
 // The UCX point-to-point transport (tag matching over one UCP worker).
 //
-// Wire format: every message is a 16-byte header {user tag, payload bytes}
-// followed by the payload, sent as one UCX message. The 64-bit UCX tag is
-// [epoch: 8 bits | source rank: 20 bits | per-pair sequence number: 36 bits],
-// so the k-th receive posted for a peer takes exactly the k-th message that
-// peer sent us: ordering and matching are by position, never by the user's
-// tag.
-//
-// Epochs: a group that reconfigures hands its worker and healthy endpoints
-// to the next epoch's transport (hand_over). Each rank publishes, with its
-// worker address, which peer workers it still holds a healthy endpoint to;
-// a pair keeps its connection only when both ends hold it, so neither end
-// closes what the other keeps. The epoch bits keep the old epoch's
-// messages (sent before a revoke, never received) from matching, and the
-// new epoch takes them off the worker's queue once it is wired up.
+// Wire format and tags: ucx_wire.h. Epochs (a reconfigured group's next
+// transport keeps the worker and the connections both ends still hold):
+// ucx_links.h; the new epoch takes the old epoch's unanswered messages off
+// the worker's queue once it is wired up (drain_stale).
 //
 // Receives are not pre-posted: a receive probes for its (rank, sequence) tag
 // and, once the message is there, learns its real length before accepting
@@ -47,6 +37,8 @@
 
 #include "dist/ft_agreement.h"
 #include "dist/ucx/ucx_context.h"
+#include "dist/ucx/ucx_links.h"
+#include "dist/ucx/ucx_wire.h"
 #include "sinew/core/check.h"
 #include "sinew/core/env.h"
 #include "sinew/core/log.h"
@@ -60,211 +52,15 @@ const EnvParam<int64_t> kSpinUs{"SINEW_UCX_SPIN_US", 200,
 namespace ucx {
 namespace {
 
-inline const EnvParam<int64_t> kCloseTimeoutMs{"SINEW_UCX_CLOSE_TIMEOUT_MS", 2000,
-                                               "how long destroying a UCX transport waits for "
-                                               "sends to flush, and then for endpoints to close"};
-
 inline const EnvParam<bool> kKeepConnections{
     "SINEW_UCX_KEEP_CONNECTIONS", true,
     "a group's next epoch keeps the UCX worker and the connections between survivors (0: a fresh "
     "worker and connections every epoch)"};
 
-constexpr int kEpochBits = 8;
-constexpr int kRankBits = 20;
-constexpr int kSeqBits = 64 - kEpochBits - kRankBits;
-constexpr int kMaxRanks = 1 << kRankBits;
-constexpr uint64_t kEpochs = uint64_t{1} << kEpochBits;
-constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
-constexpr ucp_tag_t kEpochMask = (kEpochs - 1) << (kRankBits + kSeqBits);
-constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
-// The user tag of the zero-byte message each pair exchanges while
-// connecting; it takes sequence number 0, so user messages never see it.
-constexpr uint64_t kHelloTag = 0x73696e6577ull;  // "sinew"
 // Upper bound on one blocking poll, so abort and deadlines are noticed.
 constexpr int kPollSliceMs = 10;
 
-ucp_tag_t wire_tag(uint64_t epoch, int src, uint64_t seq) {
-  return ((epoch % kEpochs) << (kRankBits + kSeqBits)) | (static_cast<uint64_t>(src) << kSeqBits) |
-         (seq & kSeqMask);
-}
-
-// FNV-1a: the same value in every process, unlike std::hash.
-uint64_t address_hash(const std::vector<uint8_t>& address) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint8_t b : address) h = (h ^ b) * 0x100000001b3ull;
-  return h;
-}
-
-// What each rank publishes at the rendezvous: its worker address and the
-// hashes of the peer workers it holds a healthy endpoint to.
-struct Card {
-  std::vector<uint8_t> address;
-  std::set<uint64_t> holds;
-};
-
-Bytes encode_card(const Card& c) {
-  Bytes out;
-  auto put = [&out](const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    out.insert(out.end(), b, b + n);
-  };
-  const uint64_t len = c.address.size(), n = c.holds.size();
-  put(&len, sizeof len);
-  put(c.address.data(), c.address.size());
-  put(&n, sizeof n);
-  for (uint64_t h : c.holds) put(&h, sizeof h);
-  return out;
-}
-
-Card decode_card(const Bytes& in, int rank) {
-  size_t at = 0;
-  // Checked before anything is sized from the record.
-  auto need = [&](uint64_t count, size_t each) {
-    if (count > (in.size() - at) / each)
-      throw InternalError(fmt::format("UCX rendezvous: rank {}'s record (store key ucx/addr/{}) is {} bytes, "
-                                      "too short for what it announces",
-                                      rank, rank, in.size()));
-  };
-  auto take = [&](void* p, size_t n) {
-    need(n, 1);
-    std::memcpy(p, in.data() + at, n);
-    at += n;
-  };
-  Card c;
-  uint64_t len = 0, n = 0;
-  take(&len, sizeof len);
-  need(len, 1);
-  c.address.resize(len);
-  take(c.address.data(), len);
-  take(&n, sizeof n);
-  need(n, sizeof(uint64_t));
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t h = 0;
-    take(&h, sizeof h);
-    c.holds.insert(h);
-  }
-  return c;
-}
-
-struct WireHeader {
-  uint64_t tag;
-  uint64_t bytes;
-};
-
-bool is_connection_error(ucs_status_t s) {
-  switch (s) {
-    case UCS_ERR_CONNECTION_RESET:
-    case UCS_ERR_ENDPOINT_TIMEOUT:
-    case UCS_ERR_UNREACHABLE:
-    case UCS_ERR_TIMED_OUT:
-    case UCS_ERR_REJECTED:
-    case UCS_ERR_NOT_CONNECTED:
-    case UCS_ERR_IO_ERROR:
-      return true;
-    default:
-      return false;
-  }
-}
-
-Status peer_lost(int peer, ucs_status_t why) {
-  return Status(ErrorCode::kPeerLost,
-                fmt::format("UCX connection to rank {} lost ({}): the peer exited or its network "
-                            "failed; re-create the group without it or restart the job",
-                            peer, ucs_status_string(why)),
-                {peer});
-}
-
-class UcxTransport;
-
-// One endpoint to a peer's worker. It lives at a stable address because it
-// is the endpoint error handler's argument, and it may outlive the
-// transport that made it when it passes to the next epoch.
-struct Conn {
-  std::vector<uint8_t> remote;    // the peer worker's address
-  ucp_ep_h ep = nullptr;
-  ucs_status_t status = UCS_OK;   // the endpoint's error, once it failed
-  UcxTransport* owner = nullptr;  // null while the endpoint waits for the next epoch
-  int peer = -1;                  // the owner's rank for it
-  uint64_t epoch = 0;             // the owner's epoch (its messages' tags carry it)
-};
-
-// Progresses `worker` until `reqs` (UCX requests without callbacks) are
-// done or `until`; frees them either way. True when all completed.
-bool progress_until_done(ucp_worker_h worker, std::vector<void*>& reqs, Deadline until) {
-  while (!reqs.empty()) {
-    while (ucp_worker_progress(worker) != 0) {
-    }
-    std::erase_if(reqs, [](void* req) {
-      if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
-      ucp_request_free(req);
-      return true;
-    });
-    if (until.expired()) break;
-  }
-  bool done = reqs.empty();
-  for (void* req : reqs) ucp_request_free(req);  // UCX releases it once it completes
-  reqs.clear();
-  return done;
-}
-
-// Closes endpoints without UCX's disconnect handshake, which would wait for
-// every peer to progress; the peers see the connection end.
-std::vector<void*> start_closing(const std::vector<ucp_ep_h>& eps) {
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  std::vector<void*> closing;
-  for (ucp_ep_h ep : eps) {
-    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
-    if (UCS_PTR_IS_PTR(sp)) closing.push_back(sp);
-  }
-  return closing;
-}
-
-// A worker and its endpoints: what one epoch's transport hands to the
-// next. Used by one thread at a time, whoever holds the transport.
-class Links final : public TransportLinks {
- public:
-  explicit Links(size_t estimated_eps)
-      : context(make_context(estimated_eps)),
-        orphans(),
-        worker(make_worker(context.get())),
-        event_fd(worker_event_fd(worker.get())),
-        address(worker_address(worker.get())) {}
-
-  ~Links() override { close_if([](const Conn&) { return true; }, Deadline::after(Millis(kCloseTimeoutMs.get()))); }
-
-  // The hashes of the peer workers this worker holds a healthy endpoint to.
-  std::set<uint64_t> healthy() const {
-    std::set<uint64_t> out;
-    for (const auto& c : conns)
-      if (c.ep && c.status == UCS_OK) out.insert(address_hash(c.remote));
-    return out;
-  }
-
-  // Closes and forgets the endpoints `close` selects, within `until`.
-  template <class Pred>
-  void close_if(Pred close, Deadline until) {
-    std::vector<ucp_ep_h> eps;
-    for (auto& c : conns)
-      if (c.ep && close(c)) {
-        eps.push_back(c.ep);
-        c.ep = nullptr;
-      }
-    if (eps.empty()) return;
-    std::vector<void*> closing = start_closing(eps);
-    // The closed endpoints' handler arguments stay until no callback can come.
-    if (progress_until_done(worker.get(), closing, until))
-      conns.remove_if([](const Conn& c) { return c.ep == nullptr; });
-  }
-
-  ContextPtr context;
-  std::list<std::vector<uint8_t>> orphans;  // receive buffers UCX may still fill
-  WorkerPtr worker;  // after the context and the buffers: destroyed first
-  int event_fd;
-  std::vector<uint8_t> address;
-  std::list<Conn> conns;
-};
+}  // namespace
 
 class UcxRequest final : public TransportRequest {
  public:
@@ -807,11 +603,10 @@ class UcxTransport final : public Transport {
     std::vector<void*> reqs;
     std::list<std::vector<uint8_t>> buffers;
     const uint64_t current = epoch_ % kEpochs;
-    constexpr ucp_tag_t kSourceMask = kEpochMask | (static_cast<ucp_tag_t>(kMaxRanks - 1) << kSeqBits);
     for (const auto& [old_epoch, old_rank] : stale_from_) {
       const uint64_t e = old_epoch % kEpochs;
       if (e == current || old_rank < 0) continue;
-      const ucp_tag_t source = (e << (kRankBits + kSeqBits)) | (static_cast<ucp_tag_t>(old_rank) << kSeqBits);
+      const ucp_tag_t source = source_tag(e, old_rank);
       ucp_tag_recv_info_t info{};
       while (ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, source, kSourceMask, 1, &info)) {
         auto& b = buffers.emplace_back(info.length);
@@ -927,7 +722,6 @@ class UcxTransport final : public Transport {
   bool aborted_ = false;
 };
 
-}  // namespace
 }  // namespace ucx
 
 TransportPtr make_ucx_transport(StorePtr store, int rank, int size, Deadline deadline,

@@ -20,7 +20,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/epilogue_bound.h"
+#include "kernels/epilogue/bound.h"
 #include "kernels/tile_candidate.h"
 #include "sinew/core/thread_pool.h"
 

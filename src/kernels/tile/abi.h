@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/epilogue_bound.h"
+#include "kernels/epilogue/bound.h"
 #include "sinew/kernels/cpu_features.h"
 #include "sinew/kernels/gemm_problem.h"
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "kernels/epilogue_math.h"
+#include "kernels/epilogue/math.h"
 #include "kernels/tile/abi.h"
 #include "kernels/tile/scalar.h"
 #include "kernels/tile/vec_math.h"

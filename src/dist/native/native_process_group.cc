@@ -258,10 +258,13 @@ class NativeProcessGroup final : public ProcessGroup {
 
   void abort(const std::string& reason) override {
     run_abort_hooks(reason);
+    {
+      std::lock_guard<std::mutex> g(abort_mu_);
+      abort_message_ = fmt::format("process group '{}' (rank {}) aborted: {}", name(), rank(), reason);
+    }
     aborted_.store(true);
     if (net_ready_.load()) net_->abort();
-    queue_.abort(Status(ErrorCode::kAborted,
-                        fmt::format("process group '{}' (rank {}) aborted: {}", name(), rank(), reason)));
+    queue_.abort(Status(ErrorCode::kAborted, abort_message()));
   }
 
   Status init_status() const override { return queue_.init_status(); }
@@ -353,14 +356,22 @@ class NativeProcessGroup final : public ProcessGroup {
   }
 
  private:
+  // What an op that abort() ended says: the group, the rank and the reason.
+  std::string abort_message() const {
+    std::lock_guard<std::mutex> g(abort_mu_);
+    return abort_message_.empty() ? fmt::format("process group '{}' was aborted", name()) : abort_message_;
+  }
+
   template <class F>
   void run(const WorkPtr& w, size_t bytes, F&& body) {
     const Deadline d = w->default_deadline();
     auto guarded = [this, d](F& b) {
-      if (aborted_.load(std::memory_order_relaxed))
-        throw AbortedError(fmt::format("process group '{}' was aborted", name()));
+      if (aborted_.load(std::memory_order_relaxed)) throw AbortedError(abort_message());
       try {
         b(d);
+      } catch (const AbortedError& e) {
+        // The engines see only the group's flag; the user's reason is here.
+        throw AbortedError(fmt::format("{} ({})", e.what(), abort_message()));
       } catch (const PeerLostError& e) {
         note_failed(e.ranks());
         error_state_.store(ErrorState::kCommError);
@@ -656,6 +667,8 @@ class NativeProcessGroup final : public ProcessGroup {
   std::string transport_choice_;
   std::atomic<bool> shm_ready_{false};
   std::atomic<bool> net_ready_{false};
+  mutable std::mutex abort_mu_;
+  std::string abort_message_;  // set by abort(), before aborted_
   std::mutex failed_mu_;
   std::set<int> known_failed_;
   std::mutex watch_mu_;

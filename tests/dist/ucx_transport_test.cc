@@ -17,6 +17,7 @@
 
 #include "dist/rank_threads.h"
 #include "sinew/core/env.h"
+#include "sinew/dist/job.h"
 #include "sinew/dist/transport.h"
 
 namespace sinew::dist {
@@ -418,18 +419,17 @@ TEST(UcxTransport, PeerKilledMidReceiveRaisesPeerLost) {
       (std::filesystem::temp_directory_path() / fmt::format("sinew-ucx-test-{}.store", ::getpid()))
           .string();
   std::filesystem::remove(path);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::setenv(kChildStoreEnv, path.c_str(), 1);
-    ::execl("/proc/self/exe", "ucx_transport_child", "--gtest_filter=UcxChild.JoinAsRankOneAndIdle",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  // The child is this test binary again, filtered to UcxChild.
+  Job job;
+  ProcessSpec child;
+  child.program = "/proc/self/exe";
+  child.argv = {"ucx_transport_child", "--gtest_filter=UcxChild.JoinAsRankOneAndIdle"};
+  child.env = inherited_env();
+  set_env(child.env, kChildStoreEnv, path);
+  child.rank = 1;
+  job.spawn(std::move(child));
   auto reap = [&] {
-    ::kill(child, SIGKILL);
-    int st = 0;
-    ::waitpid(child, &st, 0);
+    job.stop(Millis(0), SIGKILL);
     std::filesystem::remove(path);
   };
   try {
@@ -439,7 +439,7 @@ TEST(UcxTransport, PeerKilledMidReceiveRaisesPeerLost) {
     RequestPtr r = t->irecv(1, 1, &w, sizeof w);
     std::thread killer([&] {
       std::this_thread::sleep_for(200ms);
-      ::kill(child, SIGKILL);
+      job.signal(0, SIGKILL);
     });
     auto start = Clock::now();
     try {
